@@ -1,0 +1,243 @@
+"""Compile and run a .tflite through LiteRT's CompiledModel API in a child process.
+
+Why a child process: the GPU delegate reports *why* it rejects ops only on native stderr (fd 2),
+never in the Python exception, and the native runtime can crash or hang on a bad graph. Each
+`compile_and_run` call therefore starts `python -m litert_gpu_toolkit._worker`, captures its
+stderr, enforces a timeout, and turns every outcome -- success, rejected ops, missing GPU
+adapter, crash, hang -- into a `RunResult` instead of an exception.
+
+One call = one compile with one accelerator set and precision, then one run per signature.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+# accelerator sets accepted by `compile_and_run`
+ACCELERATORS = ("cpu", "gpu", "gpu+cpu")
+
+STATUS_OK = "ok"
+STATUS_NO_GPU = "no_gpu"               # no adapter / driver / GPU backend
+STATUS_OPS_REJECTED = "ops_rejected"   # the delegate declined ops (strict GPU compile)
+STATUS_COMPILE_ERROR = "compile_error" # compile raised for another reason
+STATUS_RUN_ERROR = "run_error"         # compiled, but running a signature raised
+STATUS_CRASH = "crash"                 # the child died on a signal / exited abnormally
+STATUS_TIMEOUT = "timeout"             # the child hung past the timeout
+
+_NO_GPU_PATTERNS = (
+    "No adapters found",
+    "Failed to initialize WebGPU environment",
+    "Couldn't load Vulkan",
+    "GPU accelerator could not be loaded",
+    "Failed to create WebGPU",
+)
+_REJECT_HEADER = "Following operations are not supported by GPU delegate"
+_SPLIT_RE = re.compile(r"(\d+) operations will run on the GPU, and the remaining (\d+) operations? will run on the CPU")
+_NONE_RE = re.compile(r"No operations will run on the GPU, and all (\d+) operations? will run on the CPU")
+_ADAPTER_RE = re.compile(r"Selected adapter: (.+?)(?:, arch=[^\n]*?)?, backend=(\w+)(?:[^\n]*?adapterType=([^\n]+))?")
+_REJECT_LINE_RE = re.compile(r"^([A-Z][A-Z0-9_]+): (.+)$")
+
+
+@dataclass
+class RejectedOp:
+    op: str
+    reason: str
+
+
+@dataclass
+class GpuLog:
+    """What the native log says about the GPU (parsed from the child's stderr)."""
+    adapter: str | None = None          # e.g. "llvmpipe (LLVM 15.0.6, 256 bits)"
+    backend: str | None = None          # e.g. "Vulkan"
+    adapter_type: str | None = None     # e.g. "CPU / Software"
+    no_gpu_reason: str | None = None    # the log line that says there is no GPU
+    rejected: list[RejectedOp] = field(default_factory=list)
+    gpu_ops: int | None = None          # from "N operations will run on the GPU, ..."
+    cpu_ops: int | None = None
+
+    @property
+    def is_software(self) -> bool:
+        text = f"{self.adapter} {self.adapter_type}".lower()
+        return "llvmpipe" in text or "software" in text or "swiftshader" in text
+
+
+def parse_gpu_log(log: str) -> GpuLog:
+    info = GpuLog()
+    m = _ADAPTER_RE.search(log)
+    if m:
+        info.adapter, info.backend = m.group(1).strip(), m.group(2)
+        info.adapter_type = m.group(3).strip() if m.group(3) else None
+    for line in log.splitlines():
+        if any(p in line for p in _NO_GPU_PATTERNS) and info.no_gpu_reason is None:
+            info.no_gpu_reason = line.strip()
+    lines = log.splitlines()
+    for i, line in enumerate(lines):
+        if _REJECT_HEADER in line:
+            for follow in lines[i + 1:]:
+                follow = follow.strip()
+                rm = _REJECT_LINE_RE.match(follow)
+                if not rm:
+                    break
+                entry = RejectedOp(rm.group(1), rm.group(2).strip())
+                if entry not in info.rejected:
+                    info.rejected.append(entry)
+    m = _SPLIT_RE.search(log)
+    if m:
+        info.gpu_ops, info.cpu_ops = int(m.group(1)), int(m.group(2))
+    else:
+        m = _NONE_RE.search(log)
+        if m:
+            info.gpu_ops, info.cpu_ops = 0, int(m.group(1))
+    return info
+
+
+@dataclass
+class RunResult:
+    """Outcome of one compile (+ runs) in a child process."""
+    status: str
+    accelerator: str
+    enforce_f32: bool
+    outputs: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # signature -> name -> array
+    error: str | None = None           # exception text or crash description
+    log: str = ""                      # the child's native stderr
+    gpu: GpuLog = field(default_factory=GpuLog)
+    returncode: int | None = None
+    compile_s: float | None = None
+    run_s: dict[str, float] = field(default_factory=dict)  # signature -> seconds (one run)
+    wall_s: float = 0.0
+    fully_accelerated: bool | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == STATUS_OK
+
+    def log_tail(self, lines: int = 20) -> str:
+        return "\n".join(self.log.strip().splitlines()[-lines:])
+
+
+def _classify(returncode: int, payload: dict | None, log: str, accelerator: str) -> str:
+    gpu = parse_gpu_log(log)
+    if payload is None:
+        return STATUS_CRASH
+    if payload.get("status") == "ok":
+        return STATUS_OK
+    stage = payload.get("stage")
+    if stage == "compile":
+        if "gpu" in accelerator and gpu.no_gpu_reason and not gpu.rejected:
+            return STATUS_NO_GPU
+        if gpu.rejected or gpu.gpu_ops is not None:
+            return STATUS_OPS_REJECTED
+        return STATUS_COMPILE_ERROR
+    return STATUS_RUN_ERROR
+
+
+def compile_and_run(
+    model: str | os.PathLike | bytes,
+    inputs: dict[str, dict[str, np.ndarray]] | None = None,
+    *,
+    accelerator: str = "gpu",
+    enforce_f32: bool = False,
+    timeout: float = 300.0,
+    repeats: int = 1,
+    env: dict[str, str] | None = None,
+) -> RunResult:
+    """Compile `model` for `accelerator` ("cpu", "gpu" = strict GPU-only, "gpu+cpu" = fallback allowed)
+    and run each signature in `inputs` ({signature: {input name: array}}). With `inputs=None` it only
+    compiles. `repeats` > 1 times the run (median seconds in `run_s`). Never raises for runtime
+    failures: inspect `RunResult.status`.
+    """
+    if accelerator not in ACCELERATORS:
+        raise ValueError(f"accelerator must be one of {ACCELERATORS}, got {accelerator!r}")
+    with tempfile.TemporaryDirectory(prefix="litert-gpu-") as tmp:
+        work = Path(tmp)
+        if isinstance(model, (bytes, bytearray)):
+            model_path = work / "model.tflite"
+            model_path.write_bytes(bytes(model))
+        else:
+            model_path = Path(model).resolve()
+        request = {"model": str(model_path), "accelerator": accelerator, "enforce_f32": enforce_f32,
+                   "signatures": [], "repeats": max(1, int(repeats))}
+        arrays = {}
+        for s_i, (sig, named) in enumerate((inputs or {}).items()):
+            entry = {"key": sig, "inputs": []}
+            for n_i, (name, arr) in enumerate(named.items()):
+                slot = f"s{s_i}_i{n_i}"
+                arrays[slot] = np.ascontiguousarray(arr)
+                entry["inputs"].append({"name": name, "slot": slot})
+            request["signatures"].append(entry)
+        np.savez(work / "inputs.npz", **arrays)
+        (work / "request.json").write_text(json.dumps(request))
+
+        child_env = dict(os.environ if env is None else env)
+        pkg_root = str(Path(__file__).resolve().parent.parent)
+        child_env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, child_env.get("PYTHONPATH")) if p)
+        stderr_path = work / "stderr.txt"
+        start = time.perf_counter()
+        with open(stderr_path, "wb") as err:
+            proc = subprocess.Popen([sys.executable, "-m", "litert_gpu_toolkit._worker", str(work)],
+                                    stdout=err, stderr=err, env=child_env, start_new_session=True)
+            try:
+                returncode = proc.wait(timeout=timeout)
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                returncode = proc.wait()
+                timed_out = True
+        wall = time.perf_counter() - start
+        log = stderr_path.read_text(errors="replace")
+        payload = None
+        result_path = work / "result.json"
+        if result_path.exists():
+            try:
+                payload = json.loads(result_path.read_text())
+            except json.JSONDecodeError:
+                payload = None
+        if timed_out:
+            status = STATUS_TIMEOUT
+        elif returncode != 0 and (payload is None or payload.get("status") == "ok"):
+            status = STATUS_CRASH
+            payload = None
+        else:
+            status = _classify(returncode, payload, log, accelerator)
+        result = RunResult(status=status, accelerator=accelerator, enforce_f32=enforce_f32, log=log,
+                           gpu=parse_gpu_log(log), returncode=returncode, wall_s=wall)
+        if status == STATUS_TIMEOUT:
+            result.error = f"the runtime did not finish within {timeout:.0f} s (killed)"
+        elif status == STATUS_CRASH:
+            how = (f"killed by signal {signal.Signals(-returncode).name}" if returncode < 0
+                   else f"exited with status {returncode}")
+            result.error = f"the runtime process {how} without a result"
+        if payload:
+            result.error = result.error or payload.get("error")
+            result.compile_s = payload.get("compile_s")
+            result.run_s = payload.get("run_s", {})
+            result.fully_accelerated = payload.get("fully_accelerated")
+            if payload.get("status") == "ok" and (work / "outputs.npz").exists():
+                with np.load(work / "outputs.npz") as data:
+                    for o in payload.get("outputs", []):
+                        result.outputs.setdefault(o["signature"], {})[o["name"]] = data[o["slot"]]
+        return result
+
+
+def probe_gpu(timeout: float = 120.0, env: dict[str, str] | None = None) -> RunResult:
+    """Strict-GPU compile and run of a one-op model: tells whether this machine has a usable GPU."""
+    from .tiny_models import PROBE_SHAPE, add_model_bytes
+
+    x = np.arange(np.prod(PROBE_SHAPE), dtype=np.float32).reshape(PROBE_SHAPE) / 64.0
+    result = compile_and_run(add_model_bytes(), {"serving_default": {"x": x, "y": x}},
+                             accelerator="gpu", timeout=timeout, env=env)
+    if result.ok:
+        got = result.outputs["serving_default"]["out"]
+        if not np.allclose(got, 2 * x, rtol=1e-2, atol=1e-2):
+            result.status, result.error = STATUS_RUN_ERROR, "the GPU probe computed a wrong sum"
+    return result

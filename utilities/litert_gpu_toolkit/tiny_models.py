@@ -1,0 +1,65 @@
+"""Hand-built .tflite flatbuffers for probing the runtime, with no converter and no torch.
+
+`add_model_bytes()` is the GPU probe: a one-op graph (`out = x + y`, float32 [1, 8, 8, 4]) with a
+signature, small enough to compile in milliseconds. If the strict GPU compile of this graph fails,
+the failure is the machine (no adapter, no driver), never the model.
+"""
+from __future__ import annotations
+
+import flatbuffers
+from ai_edge_litert import schema_py_generated as schema
+
+PROBE_SHAPE = (1, 8, 8, 4)
+
+
+def _tensor(name: str, shape: tuple[int, ...], buffer: int) -> schema.TensorT:
+    t = schema.TensorT()
+    t.name = name
+    t.shape = list(shape)
+    t.type = schema.TensorType.FLOAT32
+    t.buffer = buffer
+    return t
+
+
+def _io_map(names_to_index: dict[str, int]) -> list[schema.TensorMapT]:
+    maps = []
+    for name, index in names_to_index.items():
+        m = schema.TensorMapT()
+        m.name, m.tensorIndex = name, index
+        maps.append(m)
+    return maps
+
+
+def add_model_bytes(shape: tuple[int, ...] = PROBE_SHAPE) -> bytes:
+    """Serialized model computing `out = x + y` with signature key `serving_default`."""
+    model = schema.ModelT()
+    model.version = 3
+    model.buffers = [schema.BufferT() for _ in range(4)]  # buffer 0 is the conventional empty one
+    code = schema.OperatorCodeT()
+    code.builtinCode = schema.BuiltinOperator.ADD
+    code.deprecatedBuiltinCode = schema.BuiltinOperator.ADD
+    code.version = 1
+    model.operatorCodes = [code]
+
+    graph = schema.SubGraphT()
+    graph.name = "main"
+    graph.tensors = [_tensor("x", shape, 1), _tensor("y", shape, 2), _tensor("out", shape, 3)]
+    graph.inputs, graph.outputs = [0, 1], [2]
+    op = schema.OperatorT()
+    op.opcodeIndex = 0
+    op.inputs, op.outputs = [0, 1], [2]
+    op.builtinOptionsType = schema.BuiltinOptions.AddOptions
+    op.builtinOptions = schema.AddOptionsT()
+    graph.operators = [op]
+    model.subgraphs = [graph]
+
+    sig = schema.SignatureDefT()
+    sig.signatureKey = "serving_default"
+    sig.subgraphIndex = 0
+    sig.inputs = _io_map({"x": 0, "y": 1})
+    sig.outputs = _io_map({"out": 2})
+    model.signatureDefs = [sig]
+
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
