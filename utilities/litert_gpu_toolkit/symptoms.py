@@ -1,0 +1,207 @@
+"""The one table of symptoms: what you see -> why -> which toolkit rewrite removes it.
+
+Everything that diagnoses reads this table: the checker (suggestions after a failed compile or
+bad numerics), the mobile lint (phone-only walls) and bisect (diagnosis of a diverging block).
+The toolkit README's symptom table is generated from it (`scripts/gen_symptom_table.py`).
+
+Each `Symptom` matches in one of three ways:
+  * `ops`: a delegate rejection or lint finding names one of these op types;
+  * `log`: a regular expression over the native GPU log / converter error;
+  * `numeric`: one of "nonfinite", "all_zero", "degraded", "compounding".
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Symptom:
+    id: str
+    seen: str                       # what the user sees, in their words
+    cause: str                      # why it happens
+    rewrites: tuple[str, ...]       # toolkit names that remove it
+    ops: tuple[str, ...] = ()       # op types that carry the symptom
+    log: str | None = None          # regex over runtime / converter messages
+    numeric: str | None = None      # numeric signature
+    upstream: str | None = None     # upstream issue
+    desktop_reproduces: bool = True # does the desktop (software Vulkan) GPU show it?
+    phone_only_note: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+SYMPTOMS: tuple[Symptom, ...] = (
+    Symptom(
+        id="gather_nd",
+        seen="GATHER_ND rejected by the GPU delegate",
+        cause="Stride-2 slicing with a tensor index, grid_sample, MaxPool padding, bicubic / align_corners "
+              "interpolation and reflect padding lower to gathers, which the GPU does not run.",
+        rewrites=("patch_grid_sample", "patch_maxpool_zeropad", "patch_interpolate", "patch_patch_merging",
+                  "patch_reflect_pad"),
+        ops=("GATHER_ND", "GATHER"),
+        log=r"GATHER(_ND)?: ",
+    ),
+    Symptom(
+        id="rank_gt_4",
+        seen="a tensor of rank 5 or more named in the compile error ('Tensor dimensions must be less than 5')",
+        cause="PixelShuffle (rank-6 reshape), window attention, einops rearranges and packed-QKV head splits "
+              "build tensors above rank 4; the GPU handles at most rank 4.",
+        rewrites=("patch_pixel_shuffle", "pixelshuffle_to_conv_transpose", "patch_window_attention", "patch_einops"),
+        log=r"dimensions must be less than 5",
+    ),
+    Symptom(
+        id="transpose_conv",
+        seen="TRANSPOSE_CONV rejected (phones: op-version skew)",
+        cause="The phone's delegate lags the converter's TRANSPOSE_CONV version; the op itself is fine.",
+        rewrites=("patch_conv_transpose", "PolyphaseConvT1d", "PolyphaseConvT2d", "ZeroStuffConvT1d",
+                  "ZeroStuffConvT2d"),
+        ops=("TRANSPOSE_CONV",),
+        desktop_reproduces=False,
+        phone_only_note="accepted by the desktop WebGPU delegate; rejected on some phones",
+    ),
+    Symptom(
+        id="select",
+        seen="SELECT / SELECT_V2 rejected",
+        cause="ELU, torch.where masking and in-place masked assignment lower to SELECT; the GPU declines "
+              "it unless both branches have the output shape.",
+        rewrites=("patch_select",),
+        ops=("SELECT", "SELECT_V2"),
+    ),
+    Symptom(
+        id="broadcast_to",
+        seen="BROADCAST_TO rejected",
+        cause="A runtime expand (GQA repeat_kv) or a constant outer product that did not fold. The GPU rejects "
+              "runtime BROADCAST_TO even at rank 4.",
+        rewrites=("patch_repeat_kv", "patch_broadcast_to"),
+        ops=("BROADCAST_TO",),
+        upstream="google-ai-edge/LiteRT#9191",
+    ),
+    Symptom(
+        id="masked_attention",
+        seen="masked attention wrong on device only: first token exact, later tokens wrong",
+        cause="A broadcast ADD of a [1,1,S,S] mask onto a BATCH_MATMUL result was miscomputed on older runtimes "
+              "(size-1 head axis).",
+        rewrites=("expand_attention_mask",),
+        desktop_reproduces=False,
+        phone_only_note="fixed in newer runtimes; older phone runtimes only",
+    ),
+    Symptom(
+        id="output_aliasing",
+        seen="an ADD result that is a graph output and also consumed downstream comes back wrong",
+        cause="The returned buffer aliases an operand of the ADD (two runtime operands) instead of the sum: the "
+              "shape of every explicit state update in a streaming or recurrent graph.",
+        rewrites=("patch_output_aliasing", "alias_safe_output"),
+        upstream="google-ai-edge/LiteRT#8599",
+        desktop_reproduces=False,
+        phone_only_note="seen on phones (Pixel 8a); not reproduced by the desktop GPU",
+    ),
+    Symptom(
+        id="relu_0_to_1",
+        seen="RELU_0_TO_1 rejected by the GPU delegate",
+        cause="hard-sigmoid / Hardtanh(0, 1) lower to RELU_0_TO_1, accepted up to LiteRT 2.1.3 and rejected from "
+              "2.1.5 on: a model at full residency fails after a runtime upgrade.",
+        rewrites=("patch_hardsigmoid",),
+        ops=("RELU_0_TO_1",),
+        upstream="google-ai-edge/LiteRT#8598",
+    ),
+    Symptom(
+        id="identical_or_constant_inputs",
+        seen="'No support of few identical inputs' / 'Expected 1 const input tensor(s)' (device only)",
+        cause="The delegate declines an op whose two inputs are the same tensor (x / x) and ops whose inputs are "
+              "all constants; they split the graph into partitions.",
+        rewrites=("patch_degenerate_softmax", "constant_to_input"),
+        log=r"identical inputs|const input tensor",
+        upstream="google-ai-edge/LiteRT#9192",
+        desktop_reproduces=False,
+    ),
+    Symptom(
+        id="amax",
+        seen="'NHWC node rewriter not found: amax' at conversion",
+        cause="Reduce-max over channels (stable softmax, adaptive norms, qk-norm) has no GPU-layout lowering.",
+        rewrites=("patch_amax",),
+        log=r"rewriter not found: amax",
+    ),
+    Symptom(
+        id="split",
+        seen="SPLIT rejected",
+        cause="Tensor.chunk / split lower to SPLIT, which the GPU rejects; plain slices are exact.",
+        rewrites=("patch_chunk",),
+        ops=("SPLIT", "SPLIT_V"),
+    ),
+    Symptom(
+        id="linear_channel_attention",
+        seen="'tfl.mul operands don't have broadcast-compatible shapes' at conversion",
+        cause="Channel attention written with nn.Linear confuses the converter's layout handling.",
+        rewrites=("patch_channel_attention_linear",),
+        log=r"broadcast-compatible shapes",
+    ),
+    Symptom(
+        id="fft",
+        seen="'Lowering not found: aten._fft_r2c' / 'aten.complex'",
+        cause="torch.stft / istft and complex tensors have no lowering; a DFT is a fixed linear map and can be a "
+              "convolution.",
+        rewrites=("ConvSTFT", "ConvISTFT", "LogMel"),
+        log=r"_fft_|aten\.complex|view_as_real|view_as_complex",
+        ops=("RFFT2D", "CUSTOM:FlexRFFT"),
+    ),
+    Symptom(
+        id="fp16_overflow",
+        seen="compiles and runs on the GPU, output is NaN / inf",
+        cause="A reduction (variance, sum of squares, long mean) passes fp16's 65504 on the GPU.",
+        rewrites=("patch_safe_layernorm", "patch_rmsnorm", "patch_instance_norm", "patch_group_norm",
+                  "hierarchical_mean"),
+        numeric="nonfinite",
+    ),
+    Symptom(
+        id="fp16_silent_zero",
+        seen="compiles and runs on the GPU, output is exactly zero (a head outputs all zeros)",
+        cause="RMSNorm's sum of squares overflowed to inf in fp16 and the normalisation divided it away.",
+        rewrites=("patch_rmsnorm", "patch_safe_layernorm", "hierarchical_mean"),
+        numeric="all_zero",
+    ),
+    Symptom(
+        id="fp16_degraded",
+        seen="compiles and runs on the GPU, output finite but far from the reference",
+        cause="fp16 precision loss in one block (bisect finds it) or compounding with depth.",
+        rewrites=("bisect", "patch_safe_layernorm", "hierarchical_mean"),
+        numeric="degraded",
+    ),
+    Symptom(
+        id="fp16_compounding",
+        seen="output starts near-correct and degrades steadily with depth",
+        cause="Precision compounding across many fp16 blocks; no overflow rewrite and no fp32 flag fixes it.",
+        rewrites=("bisect",),
+        numeric="compounding",
+    ),
+    Symptom(
+        id="constant_blowup",
+        seen="the .tflite is far larger than the weights",
+        cause="A frozen parameter times a constant folds into a full-size constant per block.",
+        rewrites=("constant_to_input",),
+        desktop_reproduces=True,
+    ),
+)
+
+BY_ID = {s.id: s for s in SYMPTOMS}
+
+
+def for_op(op: str) -> list[Symptom]:
+    return [s for s in SYMPTOMS if op in s.ops]
+
+
+def for_log(text: str) -> list[Symptom]:
+    return [s for s in SYMPTOMS if s.log and re.search(s.log, text)]
+
+
+def for_numeric(signature: str) -> list[Symptom]:
+    return [s for s in SYMPTOMS if s.numeric == signature]
+
+
+def suggestions(symptoms) -> list[str]:
+    """Rewrite names from a list of symptoms, first-seen order, no duplicates."""
+    seen: list[str] = []
+    for s in symptoms:
+        for r in s.rewrites:
+            if r not in seen:
+                seen.append(r)
+    return seen
