@@ -1,0 +1,132 @@
+"""What every recipe's verify script shares: --device, the residency line, gates, the results file.
+
+A verify script reads top to bottom:
+
+    parser = argparse.ArgumentParser(...); add_device_argument(parser); args = parser.parse_args()
+    run = run_on_device(model_path, {"serving_default": inputs}, args.device)
+    print(residency_line(read_model_info(model_path), run))
+    ... compute metrics ...
+    ok = report_gates({"min cosine >= 0.999": min_cos >= 0.999, ...})
+    write_results(Path(__file__).parent, graph="encoder", device=args.device, run=run, metrics={...}, gates=...)
+    sys.exit(0 if ok else 1)
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+from .model_info import ModelInfo
+from .runtime import RunResult, compile_and_run
+
+HOST_DEVICES = {
+    "host-gpu": "this machine's GPU accelerator (strict GPU-only compile, fp16)",
+    "host-gpu-fp32": "this machine's GPU accelerator with enforce_f32 (strict GPU-only compile)",
+    "cpu": "LiteRT CPU (XNNPACK), fp32",
+}
+
+
+class DeviceError(ValueError):
+    pass
+
+
+def add_device_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", default="host-gpu", metavar="NAME",
+                        help="where to run: " + ", ".join(f"{k} = {v}" for k, v in HOST_DEVICES.items())
+                             + "; or a phone name from devices.json (via adb)")
+
+
+def resolve_device(name: str) -> str:
+    if name in HOST_DEVICES:
+        return name
+    raise DeviceError(f"unknown device {name!r}. Known here: {', '.join(HOST_DEVICES)} "
+                      "(phone names such as pixel8 need the on-device runner: see utilities/litert_gpu_toolkit/README.md)")
+
+
+def run_on_device(model_path, inputs: dict, device: str = "host-gpu", *, timeout: float = 1800.0,
+                  repeats: int = 1) -> RunResult:
+    """Run `inputs` ({signature: {name: array}}) through the model on `device`. Never falls back silently."""
+    device = resolve_device(device)
+    if device == "cpu":
+        return compile_and_run(model_path, inputs, accelerator="cpu", timeout=timeout, repeats=repeats)
+    return compile_and_run(model_path, inputs, accelerator="gpu", enforce_f32=(device == "host-gpu-fp32"),
+                           timeout=timeout, repeats=repeats)
+
+
+def residency_line(info: ModelInfo, run: RunResult) -> str:
+    """The line recipes record: `GPU residency: 121/121 ops, 1 partition (strict GPU)` or the split."""
+    total = info.num_ops
+    if run.accelerator == "cpu":
+        return f"CPU: {total} ops (no GPU involved)"
+    if run.ok and run.accelerator == "gpu":
+        return f"GPU residency: {total}/{total} ops, 1 partition (strict GPU)"
+    if run.gpu.gpu_ops is not None:
+        return f"{run.gpu.gpu_ops}/{total} ops on GPU, {run.gpu.cpu_ops} on CPU"
+    return f"GPU residency: unknown ({run.status}: {(run.error or '').splitlines()[0] if run.error else ''})"
+
+
+def device_label(device: str, run: RunResult) -> str:
+    """A label that says where the numbers came from, e.g. 'llvmpipe (software Vulkan), ai-edge-litert 2.3.0'."""
+    version = runtime_version()
+    if device == "cpu":
+        return f"CPU ({platform.machine()}, XNNPACK), ai-edge-litert {version}"
+    adapter = run.gpu.adapter or "unknown GPU"
+    kind = "software Vulkan" if run.gpu.is_software else (run.gpu.backend or "GPU")
+    precision = "fp32" if run.enforce_f32 else "fp16"
+    return f"{adapter.split(' (')[0]} ({kind}, {precision}), ai-edge-litert {version}"
+
+
+def runtime_version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("ai-edge-litert")
+    except Exception:
+        return "unknown"
+
+
+def git_commit(cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=cwd, capture_output=True, text=True,
+                             timeout=10)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def report_gates(gates: dict[str, bool]) -> bool:
+    for name, passed in gates.items():
+        print(f"  [{'PASS' if passed else 'FAIL'}] {name}")
+    return all(gates.values())
+
+
+def write_results(recipe_converted_dir: Path, *, graph: str, device: str, run: RunResult, residency: str,
+                  metrics: dict, gates: dict[str, bool], extra: dict | None = None) -> Path:
+    """Merge one verify run into `<converted>/results.json` under key `<graph>@<device>`."""
+    path = Path(recipe_converted_dir) / "results.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    key = f"{graph}@{device}"
+    data[key] = {
+        "graph": graph,
+        "device": device,
+        "device_label": device_label(device, run),
+        "residency": residency,
+        "metrics": metrics,
+        "gates": gates,
+        "passed": all(gates.values()),
+        "date": _dt.date.today().isoformat(),
+        "git_commit": git_commit(Path(recipe_converted_dir)),
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "python": platform.python_version(),
+        **(extra or {}),
+    }
+    path.write_text(json.dumps(dict(sorted(data.items())), indent=2, sort_keys=False) + "\n")
+    return path
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes")
