@@ -36,22 +36,44 @@ class DeviceError(ValueError):
 
 
 def add_device_argument(parser: argparse.ArgumentParser) -> None:
+    from .phone import load_registry
+
     parser.add_argument("--device", default="host-gpu", metavar="NAME",
-                        help="where to run: " + ", ".join(f"{k} = {v}" for k, v in HOST_DEVICES.items())
-                             + "; or a phone name from devices.json (via adb)")
+                        help="where to run: " + "; ".join(f"{k} = {v}" for k, v in HOST_DEVICES.items())
+                             + "; or a phone over adb: " + ", ".join(load_registry())
+                             + " (see utilities/litert_gpu_toolkit/phone/README.md)")
+
+
+def known_devices() -> list[str]:
+    from .phone import load_registry
+
+    return [*HOST_DEVICES, *load_registry()]
 
 
 def resolve_device(name: str) -> str:
-    if name in HOST_DEVICES:
+    """Return `name` if it is a host device or a phone in the registry; else a clear error listing them."""
+    if name in known_devices():
         return name
-    raise DeviceError(f"unknown device {name!r}. Known here: {', '.join(HOST_DEVICES)} "
-                      "(phone names such as pixel8 need the on-device runner: see utilities/litert_gpu_toolkit/README.md)")
+    raise DeviceError(f"unknown device {name!r}; known: {', '.join(known_devices())} "
+                      "(phones are listed in utilities/litert_gpu_toolkit/phone/devices.json)")
+
+
+def is_phone(device: str) -> bool:
+    return device not in HOST_DEVICES
 
 
 def run_on_device(model_path, inputs: dict, device: str = "host-gpu", *, timeout: float = 1800.0,
                   repeats: int = 1) -> RunResult:
-    """Run `inputs` ({signature: {name: array}}) through the model on `device`. Never falls back silently."""
+    """Run `inputs` ({signature: {name: array}}) through the model on `device`. Never falls back silently.
+
+    host-gpu / host-gpu-fp32: this machine's GPU accelerator, strict GPU-only compile.
+    cpu: LiteRT's CPU path. A phone name: adb + the on-device runner (strict GPU), see `phone`.
+    """
     device = resolve_device(device)
+    if is_phone(device):
+        from .phone import run_on_phone
+
+        return run_on_phone(model_path, inputs, device, repeats=repeats, timeout=timeout)
     if device == "cpu":
         return compile_and_run(model_path, inputs, accelerator="cpu", timeout=timeout, repeats=repeats)
     return compile_and_run(model_path, inputs, accelerator="gpu", enforce_f32=(device == "host-gpu-fp32"),
@@ -63,6 +85,14 @@ def residency_line(info: ModelInfo, run: RunResult) -> str:
     total = info.num_ops
     if run.accelerator == "cpu":
         return f"CPU: {total} ops (no GPU involved)"
+    from .phone import residency_from_log
+
+    delegated = residency_from_log(run.log)
+    if delegated is not None:
+        gpu_nodes, nodes, partitions = delegated
+        tail = " (strict GPU)" if run.ok and gpu_nodes == nodes else ""
+        return (f"GPU residency: {gpu_nodes}/{nodes} ops, {partitions} partition"
+                f"{'s' if partitions != 1 else ''}{tail}")
     if run.ok and run.accelerator == "gpu":
         return f"GPU residency: {total}/{total} ops, 1 partition (strict GPU)"
     if run.gpu.gpu_ops is not None:
@@ -75,6 +105,8 @@ def device_label(device: str, run: RunResult) -> str:
     version = runtime_version()
     if device == "cpu":
         return f"CPU ({platform.machine()}, XNNPACK), ai-edge-litert {version}"
+    if is_phone(device):
+        return f"{run.gpu.adapter} (phone, via adb), LiteRT runner"
     adapter = run.gpu.adapter or "unknown GPU"
     kind = "software Vulkan" if run.gpu.is_software else (run.gpu.backend or "GPU")
     precision = "fp32" if run.enforce_f32 else "fp16"
@@ -106,8 +138,14 @@ def report_gates(gates: dict[str, bool]) -> bool:
 
 def write_results(recipe_converted_dir: Path, *, graph: str, device: str, run: RunResult, residency: str,
                   metrics: dict, gates: dict[str, bool], extra: dict | None = None) -> Path:
-    """Merge one verify run into `<converted>/results.json` under key `<graph>@<device>`."""
-    path = Path(recipe_converted_dir) / "results.json"
+    """Merge one verify run into `<converted>/results.json` under key `<graph>@<device>`.
+
+    Set LITERT_RESULTS_DIR to write somewhere else (tests do, so a test run never edits the
+    committed records that the README tables are generated from).
+    """
+    target = os.environ.get("LITERT_RESULTS_DIR") or recipe_converted_dir
+    Path(target).mkdir(parents=True, exist_ok=True)
+    path = Path(target) / "results.json"
     data = json.loads(path.read_text()) if path.exists() else {}
     key = f"{graph}@{device}"
     data[key] = {

@@ -1,0 +1,59 @@
+"""Phones: list the registry, push the on-device runner, or run a model on a phone's GPU.
+
+  python -m litert_gpu_toolkit phone list
+  python -m litert_gpu_toolkit phone push-runner BUILD_DIR --device pixel8
+  python -m litert_gpu_toolkit phone run MODEL.tflite --device pixel8 [--inputs in.npz]
+
+See utilities/litert_gpu_toolkit/phone/README.md for building the runner with the Android NDK.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from . import PhoneError, load_registry, push_runner, run_on_phone
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=["list", "push-runner", "run"])
+    p.add_argument("path", nargs="?", type=Path, help="BUILD_DIR for push-runner, MODEL for run")
+    p.add_argument("--device", default="pixel8", help="phone name from devices.json (default pixel8)")
+    p.add_argument("--inputs", type=Path, help="run: .npz of input arrays by input name (default: zeros)")
+    p.add_argument("--fp32", action="store_true", help="run: GPU with enforce_f32")
+
+
+def run(args: argparse.Namespace) -> int:
+    phones = load_registry()
+    if args.action == "list":
+        for name, ph in phones.items():
+            print(f"{name:12s} {ph.description}: {ph.soc}, {ph.gpu} [{ph.gpu_family}]")
+        return 0
+    if args.path is None:
+        print(f"phone {args.action}: a path is required")
+        return 2
+    try:
+        if args.action == "push-runner":
+            pushed = push_runner(args.path, phones[args.device]) if args.device in phones else None
+            if pushed is None:
+                raise PhoneError(f"unknown phone {args.device!r}; known: {', '.join(phones)}")
+            print("pushed: " + ", ".join(pushed))
+            return 0
+        from ..model_info import numpy_dtype, read_model_info
+        from ..recipe import residency_line
+
+        info = read_model_info(args.path)
+        sig = info.signatures[0]
+        if args.inputs:
+            with np.load(args.inputs) as data:
+                named = {k: data[k] for k in data.files}
+        else:
+            named = {n: np.zeros(t.shape, numpy_dtype(t.dtype)) for n, t in sig.inputs.items()}
+        result = run_on_phone(args.path, {sig.key: named}, args.device, enforce_f32=args.fp32)
+    except PhoneError as exc:
+        print(f"error: {exc}")
+        return 2
+    print(residency_line(info, result))
+    print(f"status: {result.status}" + (f" ({result.error})" if result.error else ""))
+    return 0 if result.ok else 1
