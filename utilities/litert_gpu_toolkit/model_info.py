@@ -19,6 +19,9 @@ _DTYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 5: "s
            16: "int4"}
 
 
+_NUMERIC = {"float32", "float16", "int32", "int64", "int8", "uint8", "int16", "float64", "bool"}
+
+
 class InvalidModelError(ValueError):
     """The file is not a readable LiteRT (.tflite) model."""
 
@@ -68,6 +71,11 @@ class ModelInfo:
     signatures: list[SignatureInfo]
     graph_inputs: list[list[int]] = field(default_factory=list)   # per subgraph
     graph_outputs: list[list[int]] = field(default_factory=list)
+    small_constants: dict[tuple[int, int], np.ndarray] = field(default_factory=dict, repr=False)
+
+    def constant_value(self, index: int, subgraph: int = 0) -> np.ndarray | None:
+        """Value of a small constant tensor (≤ 4 KiB), else None."""
+        return self.small_constants.get((subgraph, index))
 
     def tensor(self, index: int, subgraph: int = 0) -> TensorInfo:
         return self.tensors[subgraph][index]
@@ -170,6 +178,7 @@ def read_model_info(model: str | os.PathLike | bytes) -> ModelInfo:
 
     buffers = model_t.buffers or []
     all_tensors, ops, g_in, g_out = [], [], [], []
+    small: dict[tuple[int, int], np.ndarray] = {}
     for sg_i, sg in enumerate(model_t.subgraphs):
         tensors = []
         for t_i, t in enumerate(sg.tensors or []):
@@ -183,7 +192,14 @@ def read_model_info(model: str | os.PathLike | bytes) -> ModelInfo:
             name = t.name.decode(errors="replace") if isinstance(t.name, bytes) else (t.name or f"t{t_i}")
             shape = tuple(int(d) for d in (t.shape if t.shape is not None else ()))
             sig = tuple(int(d) for d in t.shapeSignature) if t.shapeSignature is not None else None
-            tensors.append(TensorInfo(t_i, name, shape, _DTYPES.get(t.type, f"type{t.type}"), nbytes > 0, nbytes, sig))
+            dtype = _DTYPES.get(t.type, f"type{t.type}")
+            tensors.append(TensorInfo(t_i, name, shape, dtype, nbytes > 0, nbytes, sig))
+            if 0 < nbytes <= 4096 and buf is not None and buf.data is not None and dtype in _NUMERIC:
+                try:
+                    value = np.frombuffer(bytes(bytearray(buf.data)), dtype=np.dtype(dtype).newbyteorder("<"))
+                    small[(sg_i, t_i)] = value.reshape(shape) if value.size == int(np.prod(shape)) else value
+                except ValueError:
+                    pass
         all_tensors.append(tensors)
         for o_i, op in enumerate(sg.operators or []):
             ops.append(OpInfo(o_i, codes[op.opcodeIndex] if op.opcodeIndex < len(codes) else "UNKNOWN",
@@ -205,7 +221,7 @@ def read_model_info(model: str | os.PathLike | bytes) -> ModelInfo:
             return out
 
         signatures.append(SignatureInfo(key, sg, _map(sd.inputs), _map(sd.outputs)))
-    return ModelInfo(path, len(data), ops, all_tensors, signatures, g_in, g_out)
+    return ModelInfo(path, len(data), ops, all_tensors, signatures, g_in, g_out, small)
 
 
 def numpy_dtype(dtype: str) -> np.dtype:
