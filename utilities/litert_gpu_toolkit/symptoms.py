@@ -145,6 +145,24 @@ SYMPTOMS: tuple[Symptom, ...] = (
         ops=("RFFT2D", "CUSTOM:FlexRFFT"),
     ),
     Symptom(
+        id="maxpool_neg_inf_pad",
+        seen="MaxPool padding as PADV2 with -inf, declined or miscomputed on phones",
+        cause="Padded (or ceil-mode) max-pooling pads with -inf; fp16 GPUs and older delegates mishandle it.",
+        rewrites=("patch_maxpool_zeropad",),
+        ops=("PADV2",),
+        desktop_reproduces=False,
+    ),
+    Symptom(
+        id="cast",
+        seen="CAST ops fall to the CPU",
+        cause="Integer / boolean masks (attention masks, index arithmetic) are cast inside the graph; the GPU "
+              "delegate does not take CAST on every phone.",
+        rewrites=("patch_select",),
+        ops=("CAST",),
+        desktop_reproduces=False,
+        notes=("Feed masks as float inputs, or build them arithmetically in float.",),
+    ),
+    Symptom(
         id="fp16_overflow",
         seen="compiles and runs on the GPU, output is NaN / inf",
         cause="A reduction (variance, sum of squares, long mean) passes fp16's 65504 on the GPU.",

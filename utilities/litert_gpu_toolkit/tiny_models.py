@@ -63,3 +63,66 @@ def add_model_bytes(shape: tuple[int, ...] = PROBE_SHAPE) -> bytes:
     builder = flatbuffers.Builder(1024)
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
     return bytes(builder.Output())
+
+
+_NP_TO_TFL = {"float32": "FLOAT32", "int32": "INT32", "int64": "INT64", "bool": "BOOL", "float16": "FLOAT16"}
+
+
+def single_op_model_bytes(op: str, inputs: list[tuple[str, tuple[int, ...], "object | None"]],
+                          outputs: list[tuple[str, tuple[int, ...]]], *, options=None, options_type: str | None = None,
+                          graph_outputs_extra: list[int] | None = None) -> bytes:
+    """A one-op model for graph-structure tests (the lint), built without any converter.
+
+    `inputs`: (name, shape, constant value or None for a runtime input); `outputs`: (name, shape).
+    Constant values are numpy arrays; runtime inputs are float32. `options`: a schema `*OptionsT`
+    with `options_type` its BuiltinOptions name. Useful for patterns the current converter no
+    longer emits (SPLIT, PADV2 with -inf, runtime BROADCAST_TO) but older models still contain.
+    """
+    import numpy as np
+
+    model = schema.ModelT()
+    model.version = 3
+    model.buffers = [schema.BufferT()]
+    code = schema.OperatorCodeT()
+    code.builtinCode = getattr(schema.BuiltinOperator, op)
+    code.deprecatedBuiltinCode = min(code.builtinCode, 127)
+    code.version = 1
+    model.operatorCodes = [code]
+    graph = schema.SubGraphT()
+    graph.tensors, graph.inputs = [], []
+    sig_in = {}
+    for name, shape, value in inputs:
+        buf = schema.BufferT()
+        t = _tensor(name, shape, len(model.buffers))
+        if value is not None:
+            arr = np.ascontiguousarray(value)
+            buf.data = list(arr.tobytes())
+            t.type = getattr(schema.TensorType, _NP_TO_TFL[arr.dtype.name])
+        else:
+            graph.inputs.append(len(graph.tensors))
+            sig_in[name] = len(graph.tensors)
+        model.buffers.append(buf)
+        graph.tensors.append(t)
+    out_idx = []
+    for name, shape in outputs:
+        model.buffers.append(schema.BufferT())
+        out_idx.append(len(graph.tensors))
+        graph.tensors.append(_tensor(name, shape, len(model.buffers) - 1))
+    node = schema.OperatorT()
+    node.opcodeIndex = 0
+    node.inputs = list(range(len(inputs)))
+    node.outputs = out_idx
+    if options is not None:
+        node.builtinOptionsType = getattr(schema.BuiltinOptions, options_type)
+        node.builtinOptions = options
+    graph.operators = [node]
+    graph.outputs = out_idx + list(graph_outputs_extra or [])
+    model.subgraphs = [graph]
+    sig = schema.SignatureDefT()
+    sig.signatureKey, sig.subgraphIndex = "serving_default", 0
+    sig.inputs = _io_map(sig_in)
+    sig.outputs = _io_map({name: i for (name, _), i in zip(outputs, out_idx)})
+    model.signatureDefs = [sig]
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())

@@ -1,0 +1,161 @@
+"""lint_for_mobile finds each phone-only pattern by graph structure, and the rewritten model is clean."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from ai_edge_litert import schema_py_generated as schema
+
+from litert_gpu_toolkit.export import export_tflite
+from litert_gpu_toolkit.lint import lint_for_mobile, phone_risk_line
+from litert_gpu_toolkit.symptoms import BY_ID
+from litert_gpu_toolkit.tiny_models import add_model_bytes, single_op_model_bytes
+
+
+class ConvT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = nn.ConvTranspose2d(4, 4, 4, stride=2, padding=1)
+
+    def forward(self, x):
+        return self.c(x)
+
+
+class HardTanh01(nn.Module):
+    def forward(self, x):
+        return F.hardtanh(x, 0.0, 1.0)
+
+
+class SelfDiv(nn.Module):
+    def forward(self, x):
+        return x / x
+
+
+class RuntimeExpand(nn.Module):
+    def forward(self, x):
+        return x.expand(1, 4, 8, 16) + 1.0
+
+
+class StateUpdate(nn.Module):
+    def forward(self, h, x):
+        new_h = h + x
+        return new_h, new_h * 2
+
+
+class MaskedScores(nn.Module):
+    def forward(self, q, k, mask):
+        return torch.softmax(q @ k.transpose(-1, -2) + mask, -1)
+
+
+class Rank5(nn.Module):
+    def forward(self, x):
+        return (x.reshape(1, 2, 4, 4, 16) * 2).reshape(1, 8, 4, 16)
+
+
+class IndexGather(nn.Module):
+    def forward(self, x, idx):
+        return x[:, idx]
+
+
+class WhereMask(nn.Module):
+    def forward(self, x):
+        return torch.where(x > 0, x, torch.zeros_like(x) - 1)
+
+
+class IntMask(nn.Module):
+    def forward(self, x, m):
+        return x * m.to(torch.float32)[:, None, :]
+
+
+class Spectrum(nn.Module):
+    def forward(self, x):
+        return torch.fft.rfft(x).abs()
+
+
+class FoldedProduct(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(512, 1024))
+
+    def forward(self, x):
+        return x + self.w * torch.arange(1024.0)
+
+
+TORCH_CASES = {
+    "transpose_conv": (ConvT, (torch.randn(1, 4, 8, 8),)),
+    "relu_0_to_1": (HardTanh01, (torch.randn(1, 4, 8, 8),)),
+    "identical_or_constant_inputs": (SelfDiv, (torch.randn(1, 4, 8, 8),)),
+    "broadcast_to": (RuntimeExpand, (torch.randn(1, 1, 8, 16),)),
+    "output_aliasing": (StateUpdate, (torch.randn(1, 8), torch.randn(1, 8))),
+    "masked_attention": (MaskedScores, (torch.randn(1, 4, 8, 16), torch.randn(1, 4, 8, 16), torch.randn(1, 1, 8, 8))),
+    "rank_gt_4": (Rank5, (torch.randn(1, 8, 4, 16),)),
+    "gather_nd": (IndexGather, (torch.randn(1, 8, 4), torch.tensor([1, 3]))),
+    "select": (WhereMask, (torch.randn(1, 8, 4),)),
+    "cast": (IntMask, (torch.randn(1, 4, 8), torch.ones(1, 8, dtype=torch.int32))),
+    "fft": (Spectrum, (torch.randn(1, 64),)),
+    "constant_blowup": (FoldedProduct, (torch.randn(512, 1024),)),
+}
+
+
+@pytest.mark.parametrize("symptom", sorted(TORCH_CASES))
+def test_pattern_found_in_converted_model(symptom, tmp_path):
+    cls, args = TORCH_CASES[symptom]
+    path = export_tflite(cls(), args, tmp_path / f"{symptom}.tflite")
+    findings = lint_for_mobile(path)
+    hits = [f for f in findings if f.symptom == symptom]
+    assert hits, f"{symptom} not found; findings: {[f.line() for f in findings]}"
+    for f in hits:
+        assert f.rewrites == list(BY_ID[symptom].rewrites) and f.why and f.tensors and f.node >= 0
+
+
+def test_split_found_in_hand_built_graph():
+    options = schema.SplitOptionsT()
+    options.numSplits = 2
+    model = single_op_model_bytes("SPLIT", [("axis", (), np.array(1, np.int32)), ("x", (1, 8, 4, 4), None)],
+                                  [("a", (1, 4, 4, 4)), ("b", (1, 4, 4, 4))], options=options,
+                                  options_type="SplitOptions")
+    assert [f.symptom for f in lint_for_mobile(model)] == ["split"]
+
+
+def test_neg_inf_maxpool_padding_found_and_finite_padding_clean():
+    pads = np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32)
+
+    def padv2(value):
+        return single_op_model_bytes("PADV2", [("x", (1, 8, 8, 4), None), ("p", (4, 2), pads),
+                                               ("v", (1,), np.array([value], np.float32))], [("y", (1, 10, 10, 4))])
+
+    assert [f.symptom for f in lint_for_mobile(padv2(-np.inf))] == ["maxpool_neg_inf_pad"]
+    assert lint_for_mobile(padv2(-3.0e4)) == []
+
+
+def test_clean_model_has_no_findings():
+    assert lint_for_mobile(add_model_bytes()) == []
+
+
+def test_phone_risk_line_names_phone_only_walls(tmp_path):
+    path = export_tflite(ConvT(), (torch.randn(1, 4, 8, 8),), tmp_path / "convt.tflite")
+    line = phone_risk_line(lint_for_mobile(path))
+    assert line.startswith("passes here; phone risks: ") and "TRANSPOSE_CONV" in line
+
+
+def test_cli_exit_codes_and_json(tmp_path):
+    clean = tmp_path / "clean.tflite"
+    clean.write_bytes(add_model_bytes())
+    out = subprocess.run([sys.executable, "-m", "litert_gpu_toolkit", "lint", str(clean)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    risky = export_tflite(HardTanh01(), (torch.randn(1, 4, 8, 8),), tmp_path / "hs.tflite")
+    report = tmp_path / "lint.json"
+    out = subprocess.run([sys.executable, "-m", "litert_gpu_toolkit", "lint", str(risky), "--json", str(report)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and "RELU_0_TO_1" in out.stdout
+    assert json.loads(report.read_text())[0]["upstream"] == "google-ai-edge/LiteRT#8598"
+    bad = tmp_path / "bad.tflite"
+    bad.write_text("not a model")
+    out = subprocess.run([sys.executable, "-m", "litert_gpu_toolkit", "lint", str(bad)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2 and "text file" in out.stdout
