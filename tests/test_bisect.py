@@ -1,0 +1,121 @@
+"""bisect finds a planted fp16 overflow block, and tells precision compounding apart."""
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn as nn
+
+from litert_gpu_toolkit.bisect import _diagnose, auto_boundaries, bisect, BoundaryResult
+from litert_gpu_toolkit.metrics import compare
+
+
+class SumSquaresNorm(nn.Module):
+    """An RMSNorm written out by hand (a reduction the GPU runs in fp16)."""
+
+    def forward(self, x):
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6)
+
+
+class Block(nn.Module):
+    def __init__(self, d, scale=1.0):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+        self.norm = SumSquaresNorm()
+        self.scale = scale
+
+    def forward(self, x):
+        return self.norm(self.fc(x) * self.scale)
+
+
+class Planted(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(64), Block(64), Block(64, 300.0), Block(64)])
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+class Logistic(nn.Module):
+    """x -> 3.9 x (1 - x): chaotic, so fp16 rounding error grows by a similar factor every block."""
+
+    def forward(self, x):
+        return 3.9 * x * (1 - x)
+
+
+class Deep(nn.Module):
+    def __init__(self, depth=10):
+        super().__init__()
+        self.layers = nn.Sequential(*[Logistic() for _ in range(depth)])
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+def test_auto_boundaries_pick_the_repeated_blocks():
+    assert auto_boundaries(Planted()) == ["blocks.0", "blocks.1", "blocks.2", "blocks.3"]
+    assert auto_boundaries(Deep(3)) == ["layers.0", "layers.1", "layers.2"]
+
+
+def test_planted_overflow_block_is_found(gpu):
+    torch.manual_seed(0)
+    report = bisect(Planted(), (torch.randn(1, 16, 64),), progress=False)
+    assert report.first_divergent == "blocks.2", report.summary()
+    assert report.diagnosis == "overflow", report.summary()
+    first = report.boundaries[2]
+    assert first.fp16.all_zero or first.fp16.nonfinite or first.fp16.corr < 0.99
+    assert first.fp32.corr > 0.999  # fp32 attribution: the same graph is fine without fp16
+    assert all(b.fp16.corr > 0.999 for b in report.boundaries[:2])
+    assert "patch_rmsnorm" in report.explanation
+
+
+def test_deep_chaotic_stack_is_diagnosed_as_compounding(gpu):
+    torch.manual_seed(0)
+    report = bisect(Deep(10), (torch.rand(1, 64, 64) * 0.8 + 0.1,), progress=False, fp32=False)
+    assert report.diagnosis == "compounding", report.summary()
+    corrs = [b.fp16.corr for b in report.boundaries]
+    assert corrs[0] > 0.9999 and corrs[-1] < corrs[0]
+
+
+def _row(name, corr, nonfinite=0):
+    import numpy as np
+
+    ref = np.linspace(-1, 1, 100)
+    out = ref * corr + (1 - corr) * np.sin(np.arange(100) * 7.0)
+    if nonfinite:
+        out[:nonfinite] = np.inf
+    return BoundaryResult(name, compare(out, ref), compare(ref, ref), "ok")
+
+
+def test_diagnosis_rules_without_a_gpu():
+    first, kind, _ = _diagnose([_row("a", 1.0), _row("b", 1.0, nonfinite=3), _row("c", 1.0)], 0.999)
+    assert (first, kind) == ("b", "overflow")
+    first, kind, _ = _diagnose([_row("a", 1.0), _row("b", 0.9999)], 0.999)
+    assert kind == "clean" and first is None
+
+
+def test_cli(gpu, tmp_path):
+    script = tmp_path / "build.py"
+    script.write_text(textwrap.dedent("""
+        import torch, torch.nn as nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8))
+            def forward(self, x):
+                return self.layers(x)
+        def build():
+            torch.manual_seed(0)
+            return M(), (torch.randn(1, 4, 8),)
+    """))
+    out_json = tmp_path / "b.json"
+    out = subprocess.run([sys.executable, "-m", "litert_gpu_toolkit", "bisect", f"{script}:build", "--no-fp32",
+                          "--json", str(out_json)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "diagnosis: clean" in out.stdout
+    assert len(json.loads(out_json.read_text())["boundaries"]) == 3
