@@ -76,6 +76,7 @@ def main(work: Path) -> int:
                     data = out_bufs[pos].read(n, np.dtype(d["dtype"]))
                 times.append(time.perf_counter() - t0)
             run_s[key] = statistics.median(times)
+            payload.setdefault("entry_s", []).append([key, run_s[key]])  # one per entry (samples repeat a key)
             for o_i, name in enumerate(out_details):
                 d = out_details[name]
                 n = int(np.prod(d["shape"])) if d["shape"] else 1

@@ -155,6 +155,10 @@ def compile_and_run(
     and run each signature in `inputs` ({signature: {input name: array}}). With `inputs=None` it only
     compiles. `repeats` > 1 times the run (median seconds in `run_s`). Never raises for runtime
     failures: inspect `RunResult.status`.
+
+    A signature's value may also be a list of input dicts (samples): all are run on the one compile,
+    each output comes back stacked on a new leading axis (one row per sample), and `run_s` is the
+    median over the samples -- this is how a verify script runs N real inputs without N compiles.
     """
     if accelerator not in ACCELERATORS:
         raise ValueError(f"accelerator must be one of {ACCELERATORS}, got {accelerator!r}")
@@ -168,7 +172,10 @@ def compile_and_run(
         request = {"model": str(model_path), "accelerator": accelerator, "enforce_f32": enforce_f32,
                    "signatures": [], "repeats": max(1, int(repeats))}
         arrays = {}
-        for s_i, (sig, named) in enumerate((inputs or {}).items()):
+        sampled = {sig for sig, named in (inputs or {}).items() if isinstance(named, (list, tuple))}
+        entries = [(sig, named) for sig, given in (inputs or {}).items()
+                   for named in (given if sig in sampled else [given])]
+        for s_i, (sig, named) in enumerate(entries):
             entry = {"key": sig, "inputs": []}
             for n_i, (name, arr) in enumerate(named.items()):
                 slot = f"s{s_i}_i{n_i}"
@@ -223,9 +230,15 @@ def compile_and_run(
             result.run_s = payload.get("run_s", {})
             result.fully_accelerated = payload.get("fully_accelerated")
             if payload.get("status") == "ok" and (work / "outputs.npz").exists():
+                rows: dict[str, dict[str, list]] = {}
                 with np.load(work / "outputs.npz") as data:
                     for o in payload.get("outputs", []):
-                        result.outputs.setdefault(o["signature"], {})[o["name"]] = data[o["slot"]]
+                        rows.setdefault(o["signature"], {}).setdefault(o["name"], []).append(data[o["slot"]])
+                for sig, named in rows.items():
+                    result.outputs[sig] = {n: (np.stack(v) if sig in sampled else v[-1]) for n, v in named.items()}
+                for sig in sampled & set(result.run_s):
+                    times = [t for k, t in payload.get("entry_s", []) if k == sig]
+                    result.run_s[sig] = float(np.median(times)) if times else result.run_s[sig]
         return result
 
 
