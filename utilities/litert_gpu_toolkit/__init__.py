@@ -9,5 +9,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from .runtime import RunResult, compile_and_run, probe_gpu
+from .checker import Report, check_gpu_compatibility  # noqa: E402
+from .report import print_report  # noqa: E402
 
-__all__ = ["RunResult", "compile_and_run", "probe_gpu", "__version__"]
+__all__ = ["Report", "check_gpu_compatibility", "print_report", "RunResult", "compile_and_run", "probe_gpu", "__version__"]

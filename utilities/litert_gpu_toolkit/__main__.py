@@ -7,6 +7,7 @@ import sys
 
 # command -> (module that defines `add_arguments(parser)` and `run(args) -> int`, one-line help)
 COMMANDS = {
+    "check": ("litert_gpu_toolkit.checker", "prove GPU residency + numerics of a .tflite (exit 0 = PASS)"),
     "gpu-info": ("litert_gpu_toolkit.gpu_info", "probe this machine's GPU accelerator (exit 0 = usable)"),
     "bisect": ("litert_gpu_toolkit.bisect", "find the first block whose GPU output diverges from torch"),
     "lint": ("litert_gpu_toolkit.lint", "static lint for phone-only GPU walls (exit 0 = no findings)"),

@@ -7,6 +7,7 @@ parent captures. A crash here leaves no result.json, which the parent reports as
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -22,8 +23,50 @@ def _write(work: Path, payload: dict) -> None:
     tmp.replace(work / "result.json")
 
 
+# Test double (tests only): LITERT_GPU_TOOLKIT_TEST_FAULT=crash|hang[@cpu|@gpu|@gpu+cpu] makes this child abort
+# (SIGABRT) or hang after compiling, before the first run, so tests can prove the parent survives both.
+# "@gpu" matches both GPU accelerator sets; no suffix matches every child. Never set it outside tests.
+TEST_FAULT_ENV = "LITERT_GPU_TOOLKIT_TEST_FAULT"
+
+
+def _test_fault(accelerator: str) -> None:
+    spec = os.environ.get(TEST_FAULT_ENV, "").strip()
+    if not spec:
+        return
+    fault, _, where = spec.partition("@")
+    if where and not (where == accelerator or (where == "gpu" and "gpu" in accelerator)):
+        return
+    print(f"{TEST_FAULT_ENV}={spec}: injecting a {fault} on purpose (test double)", file=sys.stderr, flush=True)
+    if fault == "crash":
+        os.abort()
+    if fault == "hang":
+        while True:
+            time.sleep(60)
+
+
+def _stage(work: Path, stage: str) -> None:
+    (work / "stage").write_text(stage)  # read by the parent when the child crashes or hangs
+
+
+def _resize_inputs(model, index: int, key: str, in_details: dict, sig: dict, arrays) -> bool:
+    """Resize inputs whose array shape differs from the model's current shape (dynamic dims). True if any."""
+    shapes = {entry["name"]: list(arrays[entry["slot"]].shape) for entry in sig["inputs"]}
+    changed = False
+    for pos, name in enumerate(in_details):
+        want = shapes.get(name)
+        if want is not None and want != list(in_details[name]["shape"]):
+            try:
+                model.resize_input_tensor(pos, want, index)
+            except Exception as exc:
+                raise ValueError(f"signature {key!r}, input {name!r}: model shape {in_details[name]['shape']}, "
+                                 f"array shape {want}, and the runtime would not resize it ({exc})") from exc
+            changed = True
+    return changed
+
+
 def main(work: Path) -> int:
     request = json.loads((work / "request.json").read_text())
+    _stage(work, "compile")
     from ai_edge_litert.compiled_model import CompiledModel
     from ai_edge_litert.gpu_options import GpuOptions
     from ai_edge_litert.hardware_accelerator import HardwareAccelerator
@@ -54,7 +97,12 @@ def main(work: Path) -> int:
         for s_i, sig in enumerate(request["signatures"]):
             key = sig["key"]
             index = model.get_signature_index(key)
+            _stage(work, f"run:{key}")
+            if s_i == 0:
+                _test_fault(request["accelerator"])
             in_details = model.get_input_tensor_details(key)
+            if _resize_inputs(model, index, key, in_details, sig, arrays):
+                in_details = model.get_input_tensor_details(key)
             out_details = model.get_output_tensor_details(key)
             in_bufs = model.create_input_buffers(index)
             out_bufs = model.create_output_buffers(index)
@@ -90,6 +138,7 @@ def main(work: Path) -> int:
         _write(work, payload)
         return 0
     np.savez(work / "outputs.npz", **out_arrays)
+    _stage(work, "done")
     payload.update(status="ok", stage="done", outputs=outputs, run_s=run_s)
     _write(work, payload)
     return 0

@@ -52,6 +52,7 @@ class OpInfo:
     inputs: list[int]                # tensor indices (-1 = optional input absent)
     outputs: list[int]
     subgraph: int = 0
+    options: dict = field(default_factory=dict)  # scalar builtin options, e.g. {"axis": 0} for GATHER
 
 
 @dataclass
@@ -137,15 +138,27 @@ def _load_bytes(model: str | os.PathLike | bytes) -> tuple[bytes, str | None]:
 
 def _describe_not_tflite(data: bytes) -> str:
     head = data[:16]
+    if not data.strip(b"\x00"):
+        return f"all {len(data)} bytes are zero (an interrupted download or copy?), not a model"
     if head[:4] == b"PK\x03\x04":
         return "a zip archive (a .litertlm / .task bundle or a PyTorch checkpoint?), not a bare .tflite"
-    if data[:2] == b"\x08\x07" or b"onnx" in data[:64].lower() or b"pytorch" in data[:64].lower():
-        return "looks like an ONNX model, not LiteRT; convert it first"
+    # ONNX is a protobuf ModelProto: field 1 (ir_version, a small varint) first, then producer strings
+    looks_onnx = data[:1] == b"\x08" and 1 <= data[1] <= 15 and data[2:3] in (b"\x12", b"\x1a", b"\x3a", b"\x42")
+    if looks_onnx or b"onnx" in data[:64].lower() or b"pytorch" in data[:64].lower():
+        return "looks like an ONNX model, not LiteRT; convert the PyTorch model with litert-torch instead"
+    if data.startswith(b"version https://git-lfs"):
+        return "a Git LFS pointer file, not the model itself (fetch the real file: git lfs pull)"
     try:
         data[:256].decode("utf-8")
         return "a text file, not a flatbuffer"
     except UnicodeDecodeError:
         return f"not a LiteRT flatbuffer (bytes 4..8 are {head[4:8]!r}, expected {_TFLITE_IDENTIFIER!r})"
+
+
+def _scalar_options(options) -> dict:
+    if options is None:
+        return {}
+    return {k: v for k, v in vars(options).items() if isinstance(v, (bool, int, float, str))}
 
 
 def read_model_info(model: str | os.PathLike | bytes) -> ModelInfo:
@@ -162,7 +175,8 @@ def read_model_info(model: str | os.PathLike | bytes) -> ModelInfo:
         fb = schema.Model.GetRootAsModel(data, 0)
         model_t = schema.ModelT.InitFromObj(fb)
     except Exception as exc:  # flatbuffers raises struct.error / IndexError on truncation
-        raise InvalidModelError(f"{where}: truncated or corrupt flatbuffer ({type(exc).__name__}: {exc})") from exc
+        raise InvalidModelError(f"{where}: truncated or corrupt flatbuffer; the file has {len(data)} bytes "
+                                f"({type(exc).__name__}: {exc})") from exc
     if not model_t.subgraphs:
         raise InvalidModelError(f"{where}: the model has no subgraphs")
 
@@ -204,7 +218,8 @@ def read_model_info(model: str | os.PathLike | bytes) -> ModelInfo:
         for o_i, op in enumerate(sg.operators or []):
             ops.append(OpInfo(o_i, codes[op.opcodeIndex] if op.opcodeIndex < len(codes) else "UNKNOWN",
                               [int(i) for i in (op.inputs if op.inputs is not None else [])],
-                              [int(i) for i in (op.outputs if op.outputs is not None else [])], sg_i))
+                              [int(i) for i in (op.outputs if op.outputs is not None else [])], sg_i,
+                              _scalar_options(op.builtinOptions)))
         g_in.append([int(i) for i in (sg.inputs if sg.inputs is not None else [])])
         g_out.append([int(i) for i in (sg.outputs if sg.outputs is not None else [])])
 

@@ -19,6 +19,7 @@ import os
 import platform
 import subprocess
 import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .model_info import ModelInfo
@@ -80,24 +81,51 @@ def run_on_device(model_path, inputs: dict, device: str = "host-gpu", *, timeout
                            timeout=timeout, repeats=repeats)
 
 
-def residency_line(info: ModelInfo, run: RunResult) -> str:
-    """The line recipes record: `GPU residency: 121/121 ops, 1 partition (strict GPU)` or the split."""
+@dataclass
+class Residency:
+    """Where a compiled model's ops run: the numbers behind the residency line (recipes and the checker)."""
+    gpu_ops: int | None
+    total_ops: int
+    cpu_ops: int | None
+    partitions: int | None      # GPU partitions, where known (strict compile, or the delegate's 'Replacing' line)
+    strict: bool                # compiled GPU-only, without CPU fallback, and ran
+    line: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def residency(info: ModelInfo, run: RunResult) -> Residency:
+    """Residency of `run` (a compile of the model `info` describes); `.line` is what recipes record."""
     total = info.num_ops
     if run.accelerator == "cpu":
-        return f"CPU: {total} ops (no GPU involved)"
+        return Residency(0, total, total, None, False, f"CPU: {total} ops (no GPU involved)")
     from .phone import residency_from_log
 
     delegated = residency_from_log(run.log)
     if delegated is not None:
         gpu_nodes, nodes, partitions = delegated
-        tail = " (strict GPU)" if run.ok and gpu_nodes == nodes else ""
-        return (f"GPU residency: {gpu_nodes}/{nodes} ops, {partitions} partition"
-                f"{'s' if partitions != 1 else ''}{tail}")
+        strict = run.ok and gpu_nodes == nodes
+        tail = " (strict GPU)" if strict else ""
+        return Residency(gpu_nodes, nodes, nodes - gpu_nodes, partitions, strict,
+                         f"GPU residency: {gpu_nodes}/{nodes} ops, {partitions} partition"
+                         f"{'s' if partitions != 1 else ''}{tail}")
     if run.ok and run.accelerator == "gpu":
-        return f"GPU residency: {total}/{total} ops, 1 partition (strict GPU)"
-    if run.gpu.gpu_ops is not None:
-        return f"{run.gpu.gpu_ops}/{total} ops on GPU, {run.gpu.cpu_ops} on CPU"
-    return f"GPU residency: unknown ({run.status}: {(run.error or '').splitlines()[0] if run.error else ''})"
+        graphs = max(1, len({op.subgraph for op in info.ops}))
+        where = "1 partition" if graphs == 1 else f"1 partition in each of {graphs} graphs"
+        return Residency(total, total, 0, graphs, True, f"GPU residency: {total}/{total} ops, {where} (strict GPU)")
+    if run.gpu.cpu_ops is not None:
+        # the delegate prints one split per graph with rejections; graphs it does not mention run fully on GPU
+        on_gpu = total - run.gpu.cpu_ops
+        return Residency(on_gpu, total, run.gpu.cpu_ops, None, False,
+                         f"{on_gpu}/{total} ops on GPU, {run.gpu.cpu_ops} on CPU")
+    why = (run.error or "").splitlines()[0] if run.error else ""
+    return Residency(None, total, None, None, False, f"GPU residency: unknown ({run.status}: {why})")
+
+
+def residency_line(info: ModelInfo, run: RunResult) -> str:
+    """The line recipes record: `GPU residency: 121/121 ops, 1 partition (strict GPU)` or the split."""
+    return residency(info, run).line
 
 
 def device_label(device: str, run: RunResult) -> str:

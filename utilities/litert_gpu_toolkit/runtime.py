@@ -40,6 +40,7 @@ _NO_GPU_PATTERNS = (
     "Couldn't load Vulkan",
     "GPU accelerator could not be loaded",
     "Failed to create WebGPU",
+    "Found no drivers",
 )
 _REJECT_HEADER = "Following operations are not supported by GPU delegate"
 _SPLIT_RE = re.compile(r"(\d+) operations will run on the GPU, and the remaining (\d+) operations? will run on the CPU")
@@ -62,8 +63,9 @@ class GpuLog:
     adapter_type: str | None = None     # e.g. "CPU / Software"
     no_gpu_reason: str | None = None    # the log line that says there is no GPU
     rejected: list[RejectedOp] = field(default_factory=list)
-    gpu_ops: int | None = None          # from "N operations will run on the GPU, ..."
+    gpu_ops: int | None = None          # from "N operations will run on the GPU, ...", summed over subgraphs
     cpu_ops: int | None = None
+    splits: list[tuple[int, int]] = field(default_factory=list)  # (gpu, cpu) per reported subgraph
 
     @property
     def is_software(self) -> bool:
@@ -91,13 +93,18 @@ def parse_gpu_log(log: str) -> GpuLog:
                 entry = RejectedOp(rm.group(1), rm.group(2).strip())
                 if entry not in info.rejected:
                     info.rejected.append(entry)
-    m = _SPLIT_RE.search(log)
-    if m:
-        info.gpu_ops, info.cpu_ops = int(m.group(1)), int(m.group(2))
-    else:
-        m = _NONE_RE.search(log)
+    # one split line per subgraph that had rejections (a multi-signature model prints several)
+    for line in lines:
+        m = _SPLIT_RE.search(line)
         if m:
-            info.gpu_ops, info.cpu_ops = 0, int(m.group(1))
+            info.splits.append((int(m.group(1)), int(m.group(2))))
+        else:
+            m = _NONE_RE.search(line)
+            if m:
+                info.splits.append((0, int(m.group(1))))
+    if info.splits:
+        info.gpu_ops = sum(g for g, _ in info.splits)
+        info.cpu_ops = sum(c for _, c in info.splits)
     return info
 
 
@@ -116,6 +123,7 @@ class RunResult:
     run_s: dict[str, float] = field(default_factory=dict)  # signature -> seconds (one run)
     wall_s: float = 0.0
     fully_accelerated: bool | None = None
+    stage: str | None = None           # last stage the child reached: "compile", "run:<signature>", "done"
 
     @property
     def ok(self) -> bool:
@@ -209,6 +217,8 @@ def compile_and_run(
                 payload = json.loads(result_path.read_text())
             except json.JSONDecodeError:
                 payload = None
+        stage_path = work / "stage"
+        stage = stage_path.read_text().strip() if stage_path.exists() else None
         if timed_out:
             status = STATUS_TIMEOUT
         elif returncode != 0 and (payload is None or payload.get("status") == "ok"):
@@ -217,13 +227,14 @@ def compile_and_run(
         else:
             status = _classify(returncode, payload, log, accelerator)
         result = RunResult(status=status, accelerator=accelerator, enforce_f32=enforce_f32, log=log,
-                           gpu=parse_gpu_log(log), returncode=returncode, wall_s=wall)
+                           gpu=parse_gpu_log(log), returncode=returncode, wall_s=wall, stage=stage)
+        during = f" during {stage.replace(':', ' of signature ', 1)}" if stage else ""
         if status == STATUS_TIMEOUT:
-            result.error = f"the runtime did not finish within {timeout:.0f} s (killed)"
+            result.error = f"the runtime did not finish within {timeout:.0f} s (killed{during})"
         elif status == STATUS_CRASH:
             how = (f"killed by signal {signal.Signals(-returncode).name}" if returncode < 0
                    else f"exited with status {returncode}")
-            result.error = f"the runtime process {how} without a result"
+            result.error = f"the runtime process {how}{during} without a result"
         if payload:
             result.error = result.error or payload.get("error")
             result.compile_s = payload.get("compile_s")
