@@ -47,3 +47,15 @@ def test_resolve_model_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache: an offline hub id must fail clearly
     with pytest.raises(WeightsError, match="local cache"):
         resolve_model_dir("no-such-owner/no-such-model")
+
+
+def test_rejected_op_with_empty_reason_is_parsed():
+    # seen with litert-torch's all-weights fp16 recipe on all-MiniLM-L6-v2 (ai-edge-litert 2.3.0, llvmpipe)
+    from litert_gpu_toolkit.runtime import parse_gpu_log
+
+    info = parse_gpu_log("ERROR: Following operations are not supported by GPU delegate:\nDEQUANTIZE: \n"
+                         "EMBEDDING_LOOKUP: EMBEDDING_LOOKUP: Empty quantization params.\n"
+                         "351 operations will run on the GPU, and the remaining 46 operations will run on the CPU.\n")
+    assert [r.op for r in info.rejected] == ["DEQUANTIZE", "EMBEDDING_LOOKUP"]
+    assert info.rejected[0].reason == "(no reason given)"
+    assert (info.gpu_ops, info.cpu_ops) == (351, 46)

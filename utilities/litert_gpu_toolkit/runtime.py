@@ -46,7 +46,7 @@ _REJECT_HEADER = "Following operations are not supported by GPU delegate"
 _SPLIT_RE = re.compile(r"(\d+) operations will run on the GPU, and the remaining (\d+) operations? will run on the CPU")
 _NONE_RE = re.compile(r"No operations will run on the GPU, and all (\d+) operations? will run on the CPU")
 _ADAPTER_RE = re.compile(r"Selected adapter: (.+?)(?:, arch=[^\n]*?)?, backend=(\w+)(?:[^\n]*?adapterType=([^\n]+))?")
-_REJECT_LINE_RE = re.compile(r"^([A-Z][A-Z0-9_]+): (.+)$")
+_REJECT_LINE_RE = re.compile(r"^([A-Z][A-Z0-9_]+):\s*(.*)$")  # the reason may be empty ("DEQUANTIZE: ")
 
 
 @dataclass
@@ -90,7 +90,7 @@ def parse_gpu_log(log: str) -> GpuLog:
                 rm = _REJECT_LINE_RE.match(follow)
                 if not rm:
                     break
-                entry = RejectedOp(rm.group(1), rm.group(2).strip())
+                entry = RejectedOp(rm.group(1), rm.group(2).strip() or "(no reason given)")
                 if entry not in info.rejected:
                     info.rejected.append(entry)
     # one split line per subgraph that had rejections (a multi-signature model prints several)
