@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Reference outputs from the torch network on real photos (scikit-image's astronaut, chelsea, coffee).
+
+Each photo is cut into overlapping tiles of the export's size; the torch output of every tile is saved,
+so verify compares the .tflite and torch tile for tile and on the stitched image.
+
+  python dump_sr_ref.py                       # x4, tile 128, crop 256 -> artifacts/ref_x4_t128.npz
+  python dump_sr_ref.py --crop 0              # whole photos (slow on a software GPU in verify)
+"""
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import skimage.data
+import torch
+from tqdm import tqdm
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[3] / "utilities"))
+sys.path.insert(0, str(HERE))
+import srvgg  # noqa: E402
+from litert_gpu_toolkit.tiling import split  # noqa: E402
+
+PHOTOS = ("astronaut", "chelsea", "coffee")
+
+
+def photo(name: str, crop: int) -> np.ndarray:
+    img = getattr(skimage.data, name)()[..., :3].astype(np.float32) / 255.0
+    if crop:
+        h, w = img.shape[:2]
+        y, x = (h - crop) // 2, (w - crop) // 2
+        img = img[y:y + crop, x:x + crop]
+    return img
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", type=int, default=4, choices=srvgg.SCALES)
+    parser.add_argument("--tile", type=int, default=128)
+    parser.add_argument("--overlap", type=int, default=16, help="tile overlap in input pixels (default 16)")
+    parser.add_argument("--crop", type=int, default=256, help="centre crop side, 0 = whole photo (default 256)")
+    parser.add_argument("--photos", default=",".join(PHOTOS), help="comma-separated skimage.data names")
+    args = parser.parse_args()
+
+    model = srvgg.load(args.scale)
+    record = {"scale": args.scale, "tile": args.tile, "overlap": args.overlap, "photos": args.photos.split(",")}
+    for name in record["photos"]:
+        img = photo(name, args.crop)
+        tiles, where = split(img, args.tile, args.overlap)
+        outs = []
+        with torch.no_grad():
+            for t in tqdm(tiles, desc=f"torch {name}", unit="tile"):
+                x = torch.from_numpy(np.ascontiguousarray(t.transpose(2, 0, 1)))[None]
+                outs.append(model(x)[0].numpy().transpose(1, 2, 0))
+        record[f"{name}/image"] = img
+        record[f"{name}/tiles"] = np.stack(tiles)
+        record[f"{name}/where"] = np.array(where)
+        record[f"{name}/torch"] = np.stack(outs)
+    out = HERE / "artifacts" / f"ref_x{args.scale}_t{args.tile}.npz"
+    out.parent.mkdir(exist_ok=True)
+    np.savez(out, **{k: np.asarray(v) for k, v in record.items()})
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Export Real-ESRGAN animevideov3 (x2 / x3 / x4) for a fixed input tile, ready for the GPU.
+
+  python export_sr.py                          # x4, 128x128 tiles -> artifacts/realesrgan_x4_t128.tflite
+  python export_sr.py --scale 3 --tile 96
+  python export_sr.py --pixelshuffle convtranspose   # compare the PixelShuffle forms (see README)
+
+PixelShuffle: `native` leaves it to litert-torch (0.10 lowers it to rank-4 reshapes/transposes),
+`rank4` uses the toolkit's explicit rank-4 depth-to-space, `convtranspose` a one-hot transposed conv.
+x2 / x3 end in a bicubic resize, which plain conversion turns into GATHER_ND + BROADCAST_TO: the
+toolkit's `patch_interpolate` rewrites it into constant separable matrix products (exact).
+"""
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[3] / "utilities"))
+sys.path.insert(0, str(HERE))
+import srvgg  # noqa: E402
+from litert_gpu_toolkit.export import export_tflite  # noqa: E402
+from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper  # noqa: E402
+
+
+def artifact_path(scale: int, tile: int, pixelshuffle: str) -> Path:
+    suffix = "" if pixelshuffle == "native" else f"_{pixelshuffle}"
+    return HERE / "artifacts" / f"realesrgan_x{scale}_t{tile}{suffix}.tflite"
+
+
+def gpu_ready(model: torch.nn.Module, pixelshuffle: str) -> torch.nn.Module:
+    """Apply only the rewrites this network needs (and the PixelShuffle form asked for)."""
+    if pixelshuffle == "rank4":
+        from litert_gpu_toolkit.rewrites.rank import patch_pixel_shuffle
+        print("rewrites:", [c.what for c in patch_pixel_shuffle(model)])
+    elif pixelshuffle == "convtranspose":
+        from litert_gpu_toolkit.rewrites.rank import pixelshuffle_to_conv_transpose
+        print("rewrites:", [c.what for c in pixelshuffle_to_conv_transpose(model)])
+    if model.out_scale is not None:  # bicubic resize -> constant matrices, via the functional rewrite
+        from litert_gpu_toolkit.rewrites import gather  # noqa: F401  (registers the F.interpolate handler)
+        return GpuRewriteWrapper(model, include=["patch_interpolate"])
+    return model
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", type=int, default=4, choices=srvgg.SCALES, help="upscale factor (default 4)")
+    parser.add_argument("--tile", type=int, default=128, help="input tile side in pixels (default 128)")
+    parser.add_argument("--pixelshuffle", default="native", choices=["native", "rank4", "convtranspose"])
+    parser.add_argument("--out", type=Path, help="output .tflite (default under artifacts/)")
+    args = parser.parse_args()
+    if args.scale == 3 and args.tile % 4:
+        parser.error("x3 needs a tile divisible by 4 (x4 then a 0.75 resize)")
+
+    model = gpu_ready(srvgg.load(args.scale), args.pixelshuffle)
+    out = args.out or artifact_path(args.scale, args.tile, args.pixelshuffle)
+    start = time.perf_counter()
+    export_tflite(model, (torch.rand(1, 3, args.tile, args.tile),), out)
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
