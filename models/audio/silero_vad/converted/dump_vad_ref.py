@@ -1,0 +1,90 @@
+"""Make the test recording and the reference speech probabilities: artifacts/speech_16k.wav, artifacts/vad_ref.npz.
+
+The recording is real synthetic speech: three English sentences spoken by espeak-ng (offline; install it with
+`apt-get install -y espeak-ng`), resampled to 16 kHz, separated and padded by digital silence and by low-level
+Gaussian noise (std 0.003, about -50 dBFS; fixed seed), zero-padded to whole 512-sample chunks. About 16 s.
+
+The reference is the wheel's TorchScript model fed 512 samples at a time from a fresh state. The recipe's own torch
+definition (vad_net.py, the network that gets converted) runs the same loop and must match it to fp32 rounding:
+the script exits 1 if the largest per-chunk difference exceeds --tolerance. Its state entering every step (h_in,
+c_in) is saved too, for verify_vad.py's teacher-forced check.
+
+    python dump_vad_ref.py
+"""
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[3] / "utilities"))
+sys.path.insert(0, str(HERE))
+
+SENTENCES = [
+    "Voice activity detection finds the parts of a recording that contain speech.",
+    "Everything else is silence, or noise.",
+    "The quick brown fox jumps over the lazy dog.",
+]
+
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser.add_argument("--out", type=Path, default=HERE / "artifacts" / "vad_ref.npz")
+parser.add_argument("--wav", type=Path, default=HERE / "artifacts" / "speech_16k.wav")
+parser.add_argument("--seed", type=int, default=0, help="seed of the noise sections")
+parser.add_argument("--tolerance", type=float, default=1e-5,
+                    help="largest allowed |torch definition - TorchScript| per chunk (default 1e-5)")
+args = parser.parse_args()
+
+import numpy as np  # noqa: E402
+import soundfile as sf  # noqa: E402
+
+from vad_net import CHUNK, SAMPLE_RATE, load_net, load_reference, reference_state_dict, stream_net, \
+    stream_reference  # noqa: E402
+
+
+def speak(text: str) -> np.ndarray:
+    """espeak-ng speech (22.05 kHz) resampled to 16 kHz by FFT truncation, peak 0.5."""
+    with tempfile.TemporaryDirectory() as tmp:
+        wav = Path(tmp) / "speech.wav"
+        subprocess.run(["espeak-ng", "-v", "en-us", "-s", "150", "-w", str(wav), text], check=True)
+        x, rate = sf.read(wav, dtype="float64")
+    n = round(len(x) * SAMPLE_RATE / rate)
+    spectrum = np.fft.rfft(x)[: n // 2 + 1]
+    y = np.fft.irfft(spectrum, n) * (n / len(x))
+    return (0.5 * y / np.abs(y).max()).astype(np.float32)
+
+
+if shutil.which("espeak-ng") is None:
+    sys.exit("espeak-ng not found: install it (Debian/Ubuntu: apt-get install -y espeak-ng)")
+
+rng = np.random.default_rng(args.seed)
+silence = lambda s: np.zeros(int(s * SAMPLE_RATE), np.float32)  # noqa: E731
+noise = lambda s: (0.003 * rng.standard_normal(int(s * SAMPLE_RATE))).astype(np.float32)  # noqa: E731
+parts = [("silence", silence(1.0)), ("speech", speak(SENTENCES[0])), ("silence", silence(1.0)),
+         ("speech", speak(SENTENCES[1])), ("noise", noise(1.5)), ("speech", speak(SENTENCES[2])),
+         ("noise", noise(1.0))]
+audio = np.concatenate([p for _, p in parts])
+audio = np.concatenate([audio, np.zeros(-len(audio) % CHUNK, np.float32)])
+assert len(audio) >= 10 * SAMPLE_RATE, "the recording must be at least 10 s"
+layout, t = [], 0.0
+for kind, p in parts:
+    layout.append(f"{kind} {t:.2f}-{t + len(p) / SAMPLE_RATE:.2f} s")
+    t += len(p) / SAMPLE_RATE
+print(f"recording: {len(audio) / SAMPLE_RATE:.2f} s, {len(audio) // CHUNK} chunks of {CHUNK}; " + ", ".join(layout))
+
+ref = load_reference()
+ref_prob = stream_reference(ref, audio)
+net_prob, h_in, c_in = stream_net(load_net(reference_state_dict(ref)), audio)
+diff = float(np.abs(net_prob - ref_prob).max())
+print(f"torch definition vs TorchScript on this recording: max |dprob| = {diff:.3g} over {len(ref_prob)} chunks")
+print(f"reference: {int((ref_prob >= 0.5).sum())} chunks >= 0.5, prob range {ref_prob.min():.3f}..{ref_prob.max():.3f}")
+
+args.out.parent.mkdir(parents=True, exist_ok=True)
+args.wav.parent.mkdir(parents=True, exist_ok=True)
+sf.write(args.wav, audio, SAMPLE_RATE, subtype="FLOAT")
+np.savez(args.out, audio=audio, ref_prob=ref_prob, net_prob=net_prob, h_in=h_in, c_in=c_in, sample_rate=SAMPLE_RATE,
+         layout=np.array(layout), sentences=np.array(SENTENCES))
+print(f"wrote {args.out} and {args.wav}")
+if diff > args.tolerance:
+    sys.exit(f"FAIL: the torch definition differs from the TorchScript model by {diff:.3g} > {args.tolerance:g}")
