@@ -40,6 +40,7 @@ def gpu_ready(model: torch.nn.Module, pixelshuffle: str) -> torch.nn.Module:
         print("rewrites:", [c.what for c in pixelshuffle_to_conv_transpose(model)])
     if model.out_scale is not None:  # bicubic resize -> constant matrices, via the functional rewrite
         from litert_gpu_toolkit.rewrites import gather  # noqa: F401  (registers the F.interpolate handler)
+        print("rewrites: bicubic F.interpolate -> constant separable matrices (patch_interpolate)")
         return GpuRewriteWrapper(model, include=["patch_interpolate"])
     return model
 
