@@ -1,0 +1,168 @@
+#!/usr/bin/env python
+"""Run the MTCNN pipeline with the three exported graphs on a device and compare with the torch pipeline.
+
+The host code (pyramid, NMS, box regression, crops, landmarks; mtcnn.py) is the same for both pipelines;
+only the networks differ. One stage runs for every photo at once, so each network is compiled once:
+P-Net (all pyramid levels of all photos), R-Net (all crops, in chunks of its fixed batch), O-Net (same).
+
+Reported: the residency line of each network, per photo the faces found by torch and by the device, the IoU
+of each face's box, the landmark error in pixels, and the P-Net probability maps' error on identical inputs.
+Gates (exit status 1 if any fails): strict GPU residency for all three networks (GPU devices), the same
+number of faces in every photo, IoU >= 0.95 for every face. Results are merged into results.json.
+
+    python verify_mtcnn.py                 # software/host GPU, fp16
+    python verify_mtcnn.py --device cpu
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[3] / "utilities"))  # the toolkit, without installing it
+
+import numpy as np  # noqa: E402
+
+from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
+from litert_gpu_toolkit.recipe import (DeviceError, add_device_argument, report_gates, residency_line,  # noqa: E402
+                                       run_on_device, write_results)
+from mtcnn import detect, load_photo, match_faces  # noqa: E402
+
+MIN_IOU = 0.95
+
+
+class StageFailed(RuntimeError):
+    pass
+
+
+def device_runners(art: Path, device: str, runs: dict):
+    """Runners (see mtcnn.detect) that send one stage of all photos to `device` in one compile each."""
+    def call(name, inputs):
+        start = time.perf_counter()
+        run = run_on_device(art / f"{name}.tflite", inputs, device)
+        runs[name] = (run, time.perf_counter() - start)
+        if not run.ok:
+            raise StageFailed(f"{name}: {run.status}: {run.error}")
+        return run.outputs
+
+    def run_pnet(per_photo):
+        out = call("pnet", {sig: [{"args_0": d[sig]} for d in per_photo] for sig in per_photo[0]})
+        return [{sig: (o["output_0"][i], o["output_1"][i]) for sig, o in out.items()} for i in range(len(per_photo))]
+
+    def batched(name):  # fixed-batch graph: concatenate all photos' crops, pad to whole batches, split back
+        batch = read_model_info(art / f"{name}.tflite").signatures[0].inputs["args_0"].shape[0]
+
+        def run(per_photo):
+            counts = [len(x) for x in per_photo]
+            x = np.concatenate(per_photo)
+            pad = batch if len(x) == 0 else -len(x) % batch  # always one run, so residency is measured
+            x = np.concatenate([x, np.zeros((pad,) + x.shape[1:], np.float32)])
+            out = call(name, {"serving_default": [{"args_0": c} for c in np.split(x, len(x) // batch)]})
+            names = sorted(out["serving_default"], key=lambda n: int(n.split("_")[1]))
+            flat = [out["serving_default"][n].reshape(len(x), -1) for n in names]
+            ends = np.cumsum(counts)
+            return [tuple(f[e - c:e] for f in flat) for c, e in zip(counts, ends)]
+        return run
+
+    return run_pnet, batched("rnet"), batched("onet")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--artifacts", type=Path, default=HERE / "artifacts", help="folder with the three .tflite")
+    p.add_argument("--ref", type=Path, default=HERE / "artifacts" / "mtcnn_ref.npz",
+                   help="reference dump from dump_mtcnn_ref.py")
+    add_device_argument(p)
+    args = p.parse_args()
+    for path, how in [(args.artifacts / f"{n}.tflite", "export_mtcnn.py") for n in ("pnet", "rnet", "onet")] + \
+                     [(args.ref, "dump_mtcnn_ref.py")]:
+        if not path.exists():
+            p.error(f"{path} not found: run {how} first")
+    ref = np.load(args.ref)
+    photos = [str(s) for s in ref["photos"]]
+
+    runs: dict = {}
+    start = time.perf_counter()
+    print(f"running {len(photos)} photos through P-Net, R-Net and O-Net on {args.device} ...")
+    try:
+        found = detect([load_photo(ph) for ph in photos], *device_runners(args.artifacts, args.device, runs))
+    except DeviceError as exc:
+        p.error(str(exc))
+    except StageFailed as exc:
+        print(f"run failed: {exc}")
+        found = None
+    wall = time.perf_counter() - start
+
+    gates: dict[str, bool] = {}
+    residency = {}
+    for name in ("pnet", "rnet", "onet"):
+        info = read_model_info(args.artifacts / f"{name}.tflite")
+        if name in runs:
+            run = runs[name][0]
+            residency[name] = residency_line(info, run)
+            for r in run.gpu.rejected:
+                print(f"  {name} rejected by the GPU: {r.op}: {r.reason}")
+        else:
+            residency[name] = "not run (an earlier stage failed)"
+        print(f"{name}: {residency[name]}")
+    if args.device != "cpu":
+        gates["strict GPU residency N/N (P-, R- and O-Net)"] = all(
+            name in runs and runs[name][0].ok and runs[name][0].accelerator == "gpu" for name in ("pnet", "rnet", "onet"))
+
+    metrics: dict = {}
+    per_photo: dict = {}
+    if found is None:
+        gates.update({"same number of faces in every photo": False, f"IoU >= {MIN_IOU} for every face": False})
+    else:
+        ious, marks_err, prob_err, same_count = [], [], [], True
+        print(f"{'photo':<18} {'torch':>5} {'dev':>4}  IoU per face     landmark error px (max)   boxes per stage")
+        for ph, faces in zip(photos, found):
+            want = ref[f"{ph}/boxes"]
+            pairs = match_faces(faces.boxes, want)
+            iou = [round(v, 4) for _, _, v in pairs]
+            err = [float(np.abs(faces.landmarks[j] - ref[f"{ph}/landmarks"][i]).max()) for i, j, _ in pairs if j >= 0]
+            prob_err += [float(np.abs(prob[0, 1] - ref[f"{ph}/{sig}/prob"][0, 1]).max())
+                         for sig, (_, prob) in faces.pnet_maps.items()]
+            same_count &= len(faces.boxes) == len(want)
+            ious += iou
+            marks_err += err
+            per_photo[ph] = {"faces_torch": len(want), "faces_device": len(faces.boxes), "iou": iou,
+                             "landmark_max_err_px": [round(e, 2) for e in err],
+                             "boxes_device": np.round(faces.boxes, 1).tolist(),
+                             "stage_counts_torch": ref[f"{ph}/stage_counts"].tolist(),
+                             "stage_counts_device": list(faces.stage_counts)}
+            print(f"{ph:<18} {len(want):>5} {len(faces.boxes):>4}  {str(iou):<16} "
+                  f"{str([round(e, 2) for e in err]):<25} torch {tuple(ref[f'{ph}/stage_counts'].tolist())} "
+                  f"device {faces.stage_counts}")
+        metrics = {"min_iou": min(ious) if ious else None,
+                   "faces_torch_device": [sum(v["faces_torch"] for v in per_photo.values()),
+                                          sum(v["faces_device"] for v in per_photo.values())],
+                   "max_landmark_err_px": round(max(marks_err), 3) if marks_err else None,
+                   "pnet_prob_max_abs_err": round(max(prob_err), 5), "photos": len(photos)}
+        for n, (r, w) in runs.items():  # timings: compile, median run of the slowest signature, whole call
+            metrics.update({f"{n}_compile_s": round(r.compile_s or 0.0, 3),
+                            f"{n}_run_ms": round(1000 * max(r.run_s.values(), default=0.0), 1),
+                            f"{n}_call_s": round(w, 1)})
+        metrics["verify_wall_s"] = round(wall, 1)
+        print(f"min IoU {metrics['min_iou']}, max landmark error {metrics['max_landmark_err_px']:.2f} px, "
+              f"P-Net face-probability max abs error {metrics['pnet_prob_max_abs_err']:.3g} (same inputs)")
+        for n in runs:
+            print(f"  {n}: compile {metrics[n + '_compile_s']:.2f} s, run {metrics[n + '_run_ms']:.0f} ms "
+                  f"(median, slowest signature), whole call {metrics[n + '_call_s']:.1f} s")
+        gates["same number of faces in every photo"] = bool(same_count)
+        gates[f"IoU >= {MIN_IOU} for every face"] = bool(ious) and min(ious) >= MIN_IOU
+
+    ok = report_gates(gates)
+    first = runs.get("pnet", (None,))[0]
+    if first is not None:
+        out = write_results(HERE, graph="mtcnn", device=args.device, run=first,
+                            residency="; ".join(f"{n}: {line}" for n, line in residency.items()),
+                            metrics=metrics, gates=gates, extra={"per_photo": per_photo})
+        print(f"{'PASSED' if ok else 'FAILED'}; recorded in {out.name}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
