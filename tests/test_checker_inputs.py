@@ -231,6 +231,13 @@ def test_cli_invalid_model_exit_code_and_json(tmp_path, capsys):
     assert "INVALID_MODEL" in capsys.readouterr().out
 
 
+def test_reference_of_the_wrong_shape_is_refused_before_any_run(tmp_path):
+    with pytest.raises(InputError, match=r"reference for serving_default/out has shape \[5\]"):
+        check_gpu_compatibility(_write(tmp_path, "add.tflite", add_model_bytes()), reference={"out": np.zeros(5)})
+    with pytest.raises(InputError, match="no output named 'nope'"):
+        check_gpu_compatibility(_write(tmp_path, "add.tflite", add_model_bytes()), reference={"nope": np.zeros(5)})
+
+
 def test_cli_bad_inputs_argument_exit_2(tmp_path, capsys):
     model = _write(tmp_path, "add.tflite", add_model_bytes())
     assert cli_main(["check", str(model), "--inputs", str(tmp_path / "none.npz")]) == 2
