@@ -159,3 +159,18 @@ def test_cli_exit_codes_and_json(tmp_path):
     out = subprocess.run([sys.executable, "-m", "litert_gpu_toolkit", "lint", str(bad)], capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 2 and "text file" in out.stdout
+
+
+def test_checker_includes_the_lint_on_a_passing_model(gpu, tmp_path):
+    import io
+
+    from litert_gpu_toolkit import check_gpu_compatibility, print_report
+
+    path = export_tflite(ConvT(), (torch.randn(1, 4, 8, 8),), tmp_path / "convt.tflite")
+    report = check_gpu_compatibility(path, precisions=("fp16",))
+    assert report.verdict == "PASS", report.summary
+    assert report.phone_risk.startswith("passes here; phone risks:") and "TRANSPOSE_CONV" in report.phone_risk
+    assert any(f["symptom"] == "transpose_conv" for f in report.to_dict()["phone_risks"])
+    buf = io.StringIO()
+    print_report(report, file=buf)
+    assert "phone risks" in buf.getvalue()

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .lint import lint_for_mobile, phone_risk_line
 from . import symptoms as symptom_table
 from .inputs import InputError, make_inputs, model_signatures, parse_int_range_args, parse_shape_args, split_by_signature
 from .metrics import Comparison, compare
@@ -97,6 +98,8 @@ class Report:
     timings: dict = field(default_factory=dict)                 # step -> seconds
     runs: dict = field(default_factory=dict)                    # label -> status, compile_s, run_s, error, ...
     tolerance: dict = field(default_factory=dict)
+    phone_risks: list[dict] = field(default_factory=list)      # lint.lint_for_mobile findings
+    phone_risk: str | None = None                               # "passes here; phone risks: ..." on a PASS
     log_tail: str = ""
     outputs: dict = field(default_factory=dict, repr=False)     # label -> sig -> name -> array (not serialised)
 
@@ -323,9 +326,12 @@ def check_gpu_compatibility(
     report = Report(model=label, verdict=INVALID_MODEL, summary="",
                     tolerance={**asdict(tol), "text": tol.describe()})
     runs: dict[str, RunResult] = {}
+    findings: list = []
 
     def finish(verdict: str, summary: str) -> Report:
         report.verdict, report.summary = verdict, summary
+        if verdict == PASS and findings:
+            report.phone_risk = phone_risk_line(findings)
         report.environment = _environment(runs)
         report.runs = {label: _run_entry(r) for label, r in runs.items()}
         report.outputs = {label: r.outputs for label, r in runs.items() if r.outputs}
@@ -343,6 +349,8 @@ def check_gpu_compatibility(
         return finish(INVALID_MODEL, str(exc))
     timings["static"] = time.perf_counter() - t0
     report.static = _static(info)
+    findings = lint_for_mobile(info)
+    report.phone_risks = [f.to_dict() for f in findings]
     if not info.num_ops:
         report.problems.append("the model has no operators")
         return finish(INVALID_MODEL, f"{label}: the model has no operators")

@@ -68,6 +68,8 @@ def print_report(report: Report, *, full: bool = False, file: TextIO | None = No
 
     p(f"{report.verdict}  {report.model}")
     p(f"  {report.summary}")
+    if report.phone_risk:
+        p(f"  {report.phone_risk}  (python -m litert_gpu_toolkit lint MODEL for details)")
     if report.verdict == PASS and not full:
         _print_pass(report, p)
         return
