@@ -4,6 +4,7 @@ import os
 import numpy as np
 import pytest
 
+from litert_gpu_toolkit.gpu_info import describe
 from litert_gpu_toolkit.runtime import STATUS_NO_GPU, compile_and_run, probe_gpu
 
 
@@ -49,4 +50,7 @@ def test_hidden_vulkan_driver_is_reported_as_no_gpu():
     env = {**os.environ, "VK_ICD_FILENAMES": "/nonexistent/icd.json", "VK_DRIVER_FILES": "/nonexistent/icd.json"}
     result = probe_gpu(env=env)
     assert result.status == STATUS_NO_GPU, (result.status, result.log_tail())
-    assert "adapter" in (result.gpu.no_gpu_reason or "").lower() or "vulkan" in (result.gpu.no_gpu_reason or "").lower()
+    reason = (result.gpu.no_gpu_reason or "").lower()
+    assert "adapter" in reason or "driver" in reason or "vulkan" in reason, reason
+    message = describe(result)
+    assert "Vulkan driver" in message and "install_software_gpu.py" in message
