@@ -10,12 +10,14 @@ Weights: the wheel's reference tensors (silero_vad.jit); the wheel's silero_vad_
 weight set, and this script prints by how much. Before converting, the graph's torch form is streamed over a
 synthetic test signal next to the TorchScript model and must agree to fp32 rounding (--tolerance).
 
-Rewrites (see ../README.md): reflect padding as slices + concatenation (toolkit `patch_reflect_pad`, through
-`GpuRewriteWrapper`), the encoder referenced to its response to silence (fp16 accuracy), explicit LSTM gates,
-alias-safe state outputs (toolkit `alias_safe_output`: `state * one`). After converting, the file is checked
-statically: no GATHER_ND, no ADD that is both a graph output and consumed (toolkit `find_aliased_outputs`).
-  --plain      convert the network as defined (nn.ReflectionPad1d, nn.LSTMCell; inputs audio, h, c) to see the walls
-  --no-centre  all GPU rewrites except the silence referencing, to see its effect on fp16 accuracy
+Rewrites (see ../README.md): reflect padding without GATHER_ND (--pad), the encoder referenced to its response to
+silence (fp16 accuracy), explicit LSTM gates, alias-safe state outputs (toolkit `alias_safe_output`: state * one).
+The converted file is then checked statically: no GATHER_ND or SPLIT, and no ADD that is both a graph output and
+consumed further on (toolkit `find_aliased_outputs`).
+  --pad exchange  (default) slice + exchange-matrix matmul + concatenation: 3 ops (vad_net.ReflectPadRight)
+  --pad slices    the toolkit's patch_reflect_pad through GpuRewriteWrapper: 64 one-sample slices + concatenation
+  --plain         convert the network as defined (nn.ReflectionPad1d, nn.LSTMCell; inputs audio, h, c): the walls
+  --no-centre     all GPU rewrites except the silence referencing, to see its effect on fp16 accuracy
 
     python export_vad.py
 """
@@ -29,13 +31,15 @@ sys.path.insert(0, str(HERE.parents[3] / "utilities"))
 sys.path.insert(0, str(HERE))
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-parser.add_argument("--out", type=Path, default=None, help="default: artifacts/silero_vad_step[_plain|_uncentred].tflite")
+parser.add_argument("--out", type=Path, default=None,
+                    help="default: artifacts/silero_vad_step[_slicepad|_plain|_uncentred].tflite")
+parser.add_argument("--pad", choices=("exchange", "slices"), default="exchange", help="reflect padding form")
 parser.add_argument("--plain", action="store_true", help="no rewrites (reproduces the GPU walls)")
 parser.add_argument("--no-centre", action="store_true", help="skip the silence-referenced encoder")
 parser.add_argument("--tolerance", type=float, default=1e-4,
                     help="largest allowed |graph in torch fp32 - TorchScript| per chunk on the test signal")
 args = parser.parse_args()
-suffix = "_plain" if args.plain else "_uncentred" if args.no_centre else ""
+suffix = "_plain" if args.plain else "_uncentred" if args.no_centre else "_slicepad" if args.pad == "slices" else ""
 out = args.out or HERE / "artifacts" / f"silero_vad_step{suffix}.tflite"
 
 import numpy as np  # noqa: E402
@@ -45,7 +49,7 @@ from litert_gpu_toolkit.export import export_tflite  # noqa: E402
 from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper  # noqa: E402
 from litert_gpu_toolkit.rewrites.state import find_aliased_outputs, outputs_guarded_by_runtime_one  # noqa: E402
-from vad_net import CHUNK, HIDDEN, SAMPLE_RATE, GpuStep, load_net, load_reference, reference_state_dict, \
+from vad_net import CHUNK, CONTEXT, HIDDEN, SAMPLE_RATE, GpuStep, ReflectPadRight, load_net, load_reference, reference_state_dict, \
     safetensors_state_dict, stream_net, stream_reference  # noqa: E402
 
 
@@ -71,11 +75,14 @@ print("silero_vad_16k.safetensors vs the TorchScript reference's tensors, max |d
 net = load_net(state)
 if args.plain:
     module, extra = net, ()
-else:
+elif args.pad == "slices":
     import litert_gpu_toolkit.rewrites.gather  # noqa: F401  (registers the F.pad handler "patch_reflect_pad")
 
     module = GpuRewriteWrapper(GpuStep(net, centre=not args.no_centre), include=["patch_reflect_pad"]).eval()
     extra = (torch.ones(1),)
+else:
+    net.pad = ReflectPadRight(CONTEXT)
+    module, extra = GpuStep(net, centre=not args.no_centre).eval(), (torch.ones(1),)
 
 audio = test_signal()
 expected = stream_reference(ref, audio)

@@ -154,6 +154,22 @@ def segments(prob: np.ndarray, threshold: float, min_speech: int, min_silence: i
 # The step as the GPU graph computes it
 # ---------------------------------------------------------------------------------------------------------------
 
+class ReflectPadRight(nn.Module):
+    """F.pad(x, (0, n), mode="reflect") on the last axis as one slice, one matmul with the n x n exchange matrix
+    (ones on the anti-diagonal) and one concatenation: 3 GPU ops. The toolkit's generic slices + concatenation
+    (patch_reflect_pad) needs n + 1 ops, 65 here, and this graph is dispatch-bound (see ../README.md).
+    Bit-exact in any precision: every output is one input times 1.0 plus zeros."""
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.n = n
+        self.register_buffer("exchange", torch.eye(n).flip(0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        length = x.shape[-1]
+        return torch.cat([x, x[..., length - 1 - self.n:length - 1] @ self.exchange], dim=-1)
+
+
 class SilenceReferencedFeatures(nn.Module):
     """conv1..conv4 (+ ReLU) computed as differences from their response to digital silence.
 
@@ -194,8 +210,8 @@ class SilenceReferencedFeatures(nn.Module):
 class GpuStep(nn.Module):
     """The graph that is converted: audio [1, 576], h, c [1, 128], one [1] -> {prob, h_next, c_next}.
 
-    - reflect padding: run it inside the toolkit's GpuRewriteWrapper (patch_reflect_pad) so that the F.pad call
-      becomes slices + concatenation (no GATHER_ND);
+    - reflect padding without GATHER_ND: set net.pad = ReflectPadRight(CONTEXT), or run the step inside the
+      toolkit's GpuRewriteWrapper(include=["patch_reflect_pad"]) (slices + concatenation);
     - silence-referenced encoder (above) unless centre=False;
     - the LSTM cell written as its two gate matmuls, with the silence feature folded into the gate bias in fp32
       (the converter lowers nn.LSTMCell to the same FULLY_CONNECTED/LOGISTIC/TANH ops, which the GPU takes; it is
@@ -203,6 +219,8 @@ class GpuStep(nn.Module):
     - state outputs emitted as `state * one` (toolkit `alias_safe_output`; `one` is a runtime input holding 1.0),
       so no graph output is an ADD that the graph also consumes -- c_next = f*c + i*g is exactly that (the
       output-aliasing wall; a constant 1.0 would be folded away again). h_next gets the same treatment.
+    - the STFT power as spec * (spec * one): `x * x` is a MUL whose two inputs are the same tensor, which phone
+      GPU delegates decline ('No support of few identical inputs'; the toolkit's lint flags it). Exact.
     """
 
     def __init__(self, net: SileroVad16k, centre: bool = True):
@@ -224,8 +242,8 @@ class GpuStep(nn.Module):
             x = net.features(audio)
         else:
             spec = net.stft_conv(net.pad(audio[:, None, :]))
-            real, imag = spec[:, :129], spec[:, 129:]
-            x = self.features(torch.sqrt(real * real + imag * imag))
+            power = spec * (spec * one)                        # not spec * spec: see the class docstring
+            x = self.features(torch.sqrt(power[:, :129] + power[:, 129:]))
         z = x @ self.w_ih.T + h @ self.w_hh.T + self.gate_bias
         i, f, g, o = (z[:, k * HIDDEN:(k + 1) * HIDDEN] for k in range(4))   # slices, not chunk() (SPLIT)
         c_next = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
