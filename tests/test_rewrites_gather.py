@@ -333,6 +333,18 @@ def test_original_swin_patch_merging_is_not_a_wall_but_timm_form_is(outdir):
     assert max(t.rank for t, _ in timm.high_rank_tensors()) == 6
 
 
+def test_flip_runs_on_gpu_but_is_wrong_so_pads_are_built_from_slices(outdir, gpu):
+    """Why pad_by_slices never uses torch.flip: its REVERSE_V2 compiles GPU-only on llvmpipe and
+    returns wrong values (no error). If this starts passing, flip became usable."""
+    x = torch.arange(2 * 6 * 4 * 5, dtype=torch.float32).reshape(2, 6, 4, 5) / 8
+    model = Fn(lambda t: t.flip(-1))
+    path = outdir / "flip.tflite"
+    assert convert(model, (x,), path).has_op("REVERSE_V2")
+    result = gpu_vs_torch(model, (x,), path, convert=False)
+    assert result.ok, result.summary()
+    assert result.comparisons[0].corr < 0.9, result.summary()
+
+
 # each wall: the plain conversion contains it ------------------------------------------------
 
 def wall_originals():

@@ -390,6 +390,18 @@ def test_views_handler_is_exact_on_inline_patterns():
         assert {c.rewrite for c in wrapped.changes} == {"lower_rank_views"}
 
 
+def test_views_handler_stays_correct_with_inplace_ops():
+    def fn(x):
+        u = x.view(1, 2, 2, 2, 2, 3).permute(0, 1, 3, 2, 4, 5).contiguous()
+        u.mul_(2)                        # mutates a copy the handler had recorded as "made of x"
+        v = x.view(1, 2, 2, 2, 2, 3).permute(0, 1, 3, 2, 4, 5)
+        return u.view(1, 4, 4, 3), F.relu(v.reshape(1, 4, 4, 3), inplace=True) + 1
+
+    x = torch.randn(1, 4, 4, 3)
+    for got, want in zip(lower_rank_views(Fn(fn))(x.clone()), fn(x.clone())):
+        assert torch.equal(got, want)
+
+
 # ---------------------------------------------------------------------------------------------
 # (2) + (3): conversions
 # ---------------------------------------------------------------------------------------------

@@ -46,7 +46,8 @@ SYMPTOMS: tuple[Symptom, ...] = (
         seen="a tensor of rank 5 or more named in the compile error ('Tensor dimensions must be less than 5')",
         cause="PixelShuffle (rank-6 reshape), window attention, einops rearranges and packed-QKV head splits "
               "build tensors above rank 4; the GPU handles at most rank 4.",
-        rewrites=("patch_pixel_shuffle", "pixelshuffle_to_conv_transpose", "patch_window_attention", "patch_einops"),
+        rewrites=("patch_pixel_shuffle", "pixelshuffle_to_conv_transpose", "patch_window_attention", "patch_einops",
+                  "patch_patch_merging", "lower_rank_views", "split_packed_qkv"),
         log=r"dimensions must be less than 5",
     ),
     Symptom(

@@ -886,3 +886,26 @@ def lower_rank_views(model: nn.Module) -> nn.Module:
     from .functional import GpuRewriteWrapper
 
     return GpuRewriteWrapper(model, include=[VIEWS_HANDLER])
+
+
+# In-place ops could make what a tracked tensor is "made of" stale (a copy mutated after it was
+# recorded). Any in-place call while something is tracked drops all tracking: the forward stays
+# correct (the real tensors carry on), only the lowering of that chain is given up.
+def _forget_on_inplace(*args, **kwargs):
+    _TRACKED.clear()
+    return NotImplemented
+
+
+def _inplace_callables():
+    names = [n for n in dir(torch.Tensor) if n.endswith("_") and not n.startswith("_")]
+    names += ["__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__ipow__",
+              "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__"]
+    found = [getattr(torch.Tensor, n) for n in names if hasattr(torch.Tensor, n)]
+    found += [getattr(F, n) for n in ("relu", "relu6", "elu", "selu", "celu", "leaky_relu", "hardtanh", "hardswish",
+                                      "hardsigmoid", "silu", "mish", "threshold", "rrelu", "dropout", "alpha_dropout",
+                                      "dropout1d", "dropout2d", "dropout3d", "feature_alpha_dropout") if hasattr(F, n)]
+    return found
+
+
+for _fn in _inplace_callables():
+    register_handler(_fn, VIEWS_HANDLER)(_forget_on_inplace)
