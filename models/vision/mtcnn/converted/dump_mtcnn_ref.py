@@ -16,13 +16,15 @@ sys.path.insert(0, str(HERE.parents[3] / "utilities"))
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--out", type=Path, default=HERE / "artifacts" / "mtcnn_ref.npz")
 parser.add_argument("--photos", nargs="+", default=None, help="subset of the verify photos (default: all)")
+parser.add_argument("--weights-dir", type=Path, default=None,
+                    help="folder with pnet.pt, rnet.pt, onet.pt (default: the facenet-pytorch wheel's data/)")
 args = parser.parse_args()
 
 from mtcnn import NETS, PHOTOS, detect, load_net, load_photo, torch_runners  # noqa: E402
 
 photos = args.photos or PHOTOS
 start = time.perf_counter()
-found = detect([load_photo(p) for p in photos], *torch_runners({name: load_net(name) for name in NETS}))
+found = detect([load_photo(p) for p in photos], *torch_runners({name: load_net(name, args.weights_dir) for name in NETS}))
 print(f"torch pipeline (CPU) on {len(photos)} photos: {time.perf_counter() - start:.2f} s")
 saved = {}
 for photo, faces in zip(photos, found):

@@ -24,6 +24,8 @@ parser.add_argument("--image-size", type=int, nargs=2, default=[512, 512], metav
                     help="image size the P-Net pyramid is exported for (photos are used at this size)")
 parser.add_argument("--rnet-batch", type=int, default=128)
 parser.add_argument("--onet-batch", type=int, default=16)
+parser.add_argument("--weights-dir", type=Path, default=None,
+                    help="folder with pnet.pt, rnet.pt, onet.pt (default: the facenet-pytorch wheel's data/)")
 args = parser.parse_args()
 
 import litert_torch  # noqa: E402
@@ -35,7 +37,7 @@ args.out_dir.mkdir(parents=True, exist_ok=True)
 manifest_path = args.out_dir / "mtcnn_graphs.json"
 manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
 for name in ["pnet", "rnet", "onet"] if args.net == "all" else [args.net]:
-    net, path, start = load_net(name), args.out_dir / f"{name}.tflite", time.perf_counter()
+    net, path, start = load_net(name, args.weights_dir), args.out_dir / f"{name}.tflite", time.perf_counter()
     if name == "pnet":
         sizes = pyramid_sizes(*args.image_size)
         converter = None

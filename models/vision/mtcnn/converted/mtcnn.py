@@ -92,14 +92,19 @@ class ONet(nn.Module):
 NETS = {"pnet": PNet, "rnet": RNet, "onet": ONet}
 
 
-def load_net(name: str) -> nn.Module:
-    """One of the three networks with facenet-pytorch's trained weights (offline, from the installed wheel)."""
+def weights_dir() -> Path:
+    """facenet-pytorch's `data/` folder holding pnet.pt, rnet.pt, onet.pt (state dicts)."""
     import importlib.util
 
     spec = importlib.util.find_spec("facenet_pytorch")  # locate without importing (its __init__ needs torchvision)
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError("facenet-pytorch is not installed: pip install --no-deps facenet-pytorch==2.6.0")
-    path = Path(spec.submodule_search_locations[0]) / "data" / f"{name}.pt"
+    return Path(spec.submodule_search_locations[0]) / "data"
+
+
+def load_net(name: str, folder: Path | None = None) -> nn.Module:
+    """One of the three networks with trained weights: `<folder>/<name>.pt` (default: the facenet-pytorch wheel's)."""
+    path = Path(folder or weights_dir()) / f"{name}.pt"
     net = NETS[name]()
     net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True), strict=True)
     return net.eval()

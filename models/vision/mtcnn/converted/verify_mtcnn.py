@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
 from litert_gpu_toolkit.recipe import (DeviceError, add_device_argument, report_gates, residency_line,  # noqa: E402
                                        run_on_device, write_results)
-from mtcnn import detect, load_photo, match_faces  # noqa: E402
+from mtcnn import detect, load_photo, match_faces, pnet_signature, pyramid_sizes  # noqa: E402
 
 MIN_IOU = 0.95
 
@@ -82,12 +82,17 @@ def main() -> int:
             p.error(f"{path} not found: run {how} first")
     ref = np.load(args.ref)
     photos = [str(s) for s in ref["photos"]]
+    images = [load_photo(ph) for ph in photos]
+    have = {s.key for s in read_model_info(args.artifacts / "pnet.tflite").signatures}
+    need = {pnet_signature(size) for img in images for size in pyramid_sizes(*img.shape[:2])}
+    if need - have:
+        p.error(f"pnet.tflite lacks pyramid levels {sorted(need - have)}: export with the photos' --image-size")
 
     runs: dict = {}
     start = time.perf_counter()
     print(f"running {len(photos)} photos through P-Net, R-Net and O-Net on {args.device} ...")
     try:
-        found = detect([load_photo(ph) for ph in photos], *device_runners(args.artifacts, args.device, runs))
+        found = detect(images, *device_runners(args.artifacts, args.device, runs))
     except DeviceError as exc:
         p.error(str(exc))
     except StageFailed as exc:
@@ -140,7 +145,7 @@ def main() -> int:
                    "faces_torch_device": [sum(v["faces_torch"] for v in per_photo.values()),
                                           sum(v["faces_device"] for v in per_photo.values())],
                    "max_landmark_err_px": round(max(marks_err), 3) if marks_err else None,
-                   "pnet_prob_max_abs_err": round(max(prob_err), 5), "photos": len(photos)}
+                   "pnet_prob_max_abs_err": float(f"{max(prob_err):.3g}"), "photos": len(photos)}
         for n, (r, w) in runs.items():  # timings: compile, median run of the slowest signature, whole call
             metrics.update({f"{n}_compile_s": round(r.compile_s or 0.0, 3),
                             f"{n}_run_ms": round(1000 * max(r.run_s.values(), default=0.0), 1),
