@@ -59,3 +59,33 @@ def test_rejected_op_with_empty_reason_is_parsed():
     assert [r.op for r in info.rejected] == ["DEQUANTIZE", "EMBEDDING_LOOKUP"]
     assert info.rejected[0].reason == "(no reason given)"
     assert (info.gpu_ops, info.cpu_ops) == (351, 46)
+
+
+def test_l2_normalize_matches_f_normalize_and_has_no_identical_input_node(tmp_path):
+    import torch
+    import torch.nn.functional as F
+
+    from litert_gpu_toolkit.export import export_tflite
+    from litert_gpu_toolkit.model_info import read_model_info
+    from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
+    from litert_gpu_toolkit.rewrites.normalize import l2_normalize
+
+    x = torch.randn(3, 384) * 5
+    torch.testing.assert_close(l2_normalize(x, dim=1), F.normalize(x, dim=1), rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(l2_normalize(x, dim=0), F.normalize(x, dim=0), rtol=1e-6, atol=1e-7)
+    assert torch.equal(l2_normalize(torch.zeros(1, 4), dim=1), torch.zeros(1, 4))  # eps, like F.normalize
+
+    class Norm(torch.nn.Module):
+        def forward(self, v):
+            return F.normalize(v, p=2, dim=1)
+
+    def identical_input_nodes(path):
+        return [op.op for op in read_model_info(path).ops if len(op.inputs) == 2 and op.inputs[0] == op.inputs[1]]
+
+    plain = export_tflite(Norm(), (x[:1],), tmp_path / "plain.tflite")
+    assert identical_input_nodes(plain) == ["MUL"]  # what the rewrite is for
+    wrapped = GpuRewriteWrapper(Norm(), include=["l2_normalize"])
+    rewritten = export_tflite(wrapped, (x[:1],), tmp_path / "rewritten.tflite")
+    assert identical_input_nodes(rewritten) == []
+    torch.testing.assert_close(wrapped(x), F.normalize(x, dim=1), rtol=1e-6, atol=1e-7)
+    assert [c.rewrite for c in wrapped.changes] == ["l2_normalize"]
