@@ -4,7 +4,6 @@ conversion really contains, (3) converts at rank <= 4, compiles GPU-only and mat
 nn.PixelShuffle / nn.PixelUnshuffle are NOT a rank wall with litert-torch 0.10.0 (it lowers them
 at rank 4 itself): `test_pixel_shuffle_original_is_rank4_here` keeps that statement honest.
 """
-import itertools
 import random
 import subprocess
 import sys
