@@ -56,9 +56,9 @@ class Rank5(nn.Module):
         return (x.reshape(1, 2, 4, 4, 16) * 2).reshape(1, 8, 4, 16)
 
 
-class IndexGather(nn.Module):
-    def forward(self, x, idx):
-        return x[:, idx]
+class Warp(nn.Module):
+    def forward(self, x, grid):
+        return F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
 
 
 class WhereMask(nn.Module):
@@ -77,12 +77,17 @@ class Spectrum(nn.Module):
 
 
 class FoldedProduct(nn.Module):
+    """Two blocks each scale one shared table by their own gain: each gain x table folds to 2 MiB."""
+
     def __init__(self):
         super().__init__()
-        self.w = nn.Parameter(torch.randn(512, 1024))
+        self.register_buffer("table", torch.randn(512, 1024))
+        self.gains = nn.ParameterList([nn.Parameter(torch.rand(1024)) for _ in range(2)])
 
     def forward(self, x):
-        return x + self.w * torch.arange(1024.0)
+        for gain in self.gains:
+            x = torch.relu(x + gain * self.table)
+        return x
 
 
 TORCH_CASES = {
@@ -93,7 +98,7 @@ TORCH_CASES = {
     "output_aliasing": (StateUpdate, (torch.randn(1, 8), torch.randn(1, 8))),
     "masked_attention": (MaskedScores, (torch.randn(1, 4, 8, 16), torch.randn(1, 4, 8, 16), torch.randn(1, 1, 8, 8))),
     "rank_gt_4": (Rank5, (torch.randn(1, 8, 4, 16),)),
-    "gather_nd": (IndexGather, (torch.randn(1, 8, 4), torch.tensor([1, 3]))),
+    "gather_nd": (Warp, (torch.randn(1, 2, 8, 8), torch.rand(1, 6, 6, 2) * 2 - 1)),
     "select": (WhereMask, (torch.randn(1, 8, 4),)),
     "cast": (IntMask, (torch.randn(1, 4, 8), torch.ones(1, 8, dtype=torch.int32))),
     "fft": (Spectrum, (torch.randn(1, 64),)),
@@ -174,3 +179,67 @@ def test_checker_includes_the_lint_on_a_passing_model(gpu, tmp_path):
     buf = io.StringIO()
     print_report(report, file=buf)
     assert "phone risks" in buf.getvalue()
+
+
+# ---- the rewritten counterparts are clean -------------------------------------------------------
+
+def _rewritten(symptom):
+    """(module, args) for the toolkit-rewritten form of each TORCH_CASES pattern."""
+    from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
+
+    cls, args = TORCH_CASES[symptom]
+    if symptom == "transpose_conv":
+        from litert_gpu_toolkit.rewrites.conv_transpose import patch_conv_transpose
+        model = cls()
+        assert patch_conv_transpose(model)
+        return model, args
+    if symptom == "output_aliasing":
+        from litert_gpu_toolkit.rewrites.state import AliasSafeOutputs
+        return AliasSafeOutputs(cls()), args, {"one": torch.ones(1)}
+    if symptom == "masked_attention":
+        from litert_gpu_toolkit.rewrites.state import expand_attention_mask
+
+        class Expanded(nn.Module):
+            def forward(self, q, k, mask):
+                return torch.softmax(q @ k.transpose(-1, -2) + expand_attention_mask(mask, q.shape[1]), -1)
+        return Expanded(), args
+    if symptom == "rank_gt_4":
+        from litert_gpu_toolkit.rewrites.rank import lower_rank_views
+        return lower_rank_views(cls()), args
+    if symptom == "select":
+        from litert_gpu_toolkit.rewrites import elementwise  # noqa: F401  (registers the torch.where handler)
+        return GpuRewriteWrapper(cls(), include=["patch_select"]), args
+    if symptom == "relu_0_to_1":
+        from litert_gpu_toolkit.rewrites.elementwise import patch_hardsigmoid
+        from litert_gpu_toolkit.rewrites import elementwise  # noqa: F401
+        return GpuRewriteWrapper(cls(), include=["patch_hardsigmoid"]), args
+    if symptom == "broadcast_to":
+        from litert_gpu_toolkit.rewrites import elementwise  # noqa: F401
+        return GpuRewriteWrapper(cls(), include=["patch_repeat_kv", "patch_broadcast_to"]), args
+    if symptom == "identical_or_constant_inputs":
+        from litert_gpu_toolkit.rewrites import elementwise  # noqa: F401
+        return GpuRewriteWrapper(cls(), include=["patch_degenerate_softmax"]), args
+    if symptom == "cast":
+        class FloatMask(nn.Module):
+            def forward(self, x, m):
+                return x * m[:, None, :]
+        return FloatMask(), (args[0], args[1].float())
+    if symptom == "fft":
+        from litert_gpu_toolkit.rewrites.spectral import ConvSTFT
+        return ConvSTFT(n_fft=64, hop_length=64, center=False, output="magnitude"), args
+    if symptom == "constant_blowup":
+        from litert_gpu_toolkit.rewrites.state import constant_to_input
+        wrapped = constant_to_input(cls(), ["table"])
+        return wrapped, args, wrapped.runtime_inputs()
+    if symptom == "gather_nd":
+        from litert_gpu_toolkit.rewrites import gather  # noqa: F401  (registers the F.grid_sample handler)
+        return GpuRewriteWrapper(cls(), include=["patch_grid_sample"]), args
+    raise KeyError(symptom)
+
+
+@pytest.mark.parametrize("symptom", sorted(TORCH_CASES))
+def test_rewritten_counterpart_is_clean(symptom, tmp_path):
+    model, args, *kwargs = _rewritten(symptom)
+    path = export_tflite(model, args, tmp_path / f"{symptom}_fixed.tflite", kwargs=kwargs[0] if kwargs else None)
+    findings = [f for f in lint_for_mobile(path) if f.symptom == symptom]
+    assert not findings, [f.line() for f in findings]

@@ -153,15 +153,37 @@ def lint_for_mobile(model: str | os.PathLike | bytes | ModelInfo) -> list[LintFi
                 findings.append(_finding(info, op, "rank_gt_4", f"{name} produces a rank-{info.tensor(t, sg).rank} "
                                          "tensor; GPUs handle rank <= 4", ins + [t]))
 
-        # large folded constants feeding elementwise ops
-        if name not in _WEIGHT_CONSUMERS:
-            for t in ins:
-                tt = info.tensor(t, sg)
-                if tt.is_constant and tt.nbytes >= LARGE_FOLDED_CONSTANT_BYTES:
-                    findings.append(_finding(info, op, "constant_blowup",
-                                             f"{tt.nbytes / 2**20:.1f} MiB constant feeds {name}: likely a folded "
-                                             "parameter x constant product that bloats the file", [t]))
+    findings += _folded_constants(info)
     return findings
+
+
+_ELEMENTWISE = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW"}
+
+
+def _folded_constants(info: ModelInfo) -> list[LintFinding]:
+    """Large constants that feed only elementwise ops, when there are two or more of them.
+
+    A real weight feeds a conv / matmul / gather. A frozen parameter times a constant table is
+    folded by the converter into a full-size constant in every block that uses it; one such
+    constant may be a legitimate table (positional embedding), several are the blow-up pattern.
+    With the source module at hand, `rewrites.state.find_constant_blowup(info, params=model)`
+    compares against the parameter bytes instead.
+    """
+    suspects = []
+    for sg, tensors in enumerate(info.tensors):
+        consumers = info.consumers(sg)
+        for t in tensors:
+            users = consumers.get(t.index, [])
+            if t.is_constant and t.nbytes >= LARGE_FOLDED_CONSTANT_BYTES and users \
+                    and all(u.op in _ELEMENTWISE for u in users):
+                suspects.append((users[0], t.index))
+    if len(suspects) < 2:
+        return []
+    total = sum(info.tensor(t, op.subgraph).nbytes for op, t in suspects)
+    return [_finding(info, op, "constant_blowup",
+                     f"{len(suspects)} constants of >= {LARGE_FOLDED_CONSTANT_BYTES >> 20} MiB ({total / 2**20:.1f} MiB "
+                     "in all) feed only elementwise ops: folded parameter x constant products that bloat the file",
+                     [t]) for op, t in suspects]
 
 
 def phone_risk_line(findings: list[LintFinding]) -> str | None:
