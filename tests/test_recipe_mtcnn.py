@@ -65,6 +65,23 @@ def test_torch_pipeline_finds_the_astronaut_face():
     assert len(flipped.boxes) == 1 and mtcnn.box_iou(flipped.boxes[0], mirrored) > 0.9
 
 
+@pytest.mark.parametrize("kernel,size", [(3, 22), (2, 153)])  # the nets' SAME-padded pools (R-/O-Net, P-Net)
+def test_ceil_mode_maxpool_is_exact_on_gpu_for_negative_inputs(gpu, tmp_path, kernel, size):
+    """The nets' ceil-mode pools see PReLU outputs, which can be negative: a pool that padded with zeros would
+    turn an all-negative edge window into 0. The converter emits MAX_POOL_2D (SAME or VALID); on the GPU the
+    padded cells must be ignored."""
+    from litert_gpu_toolkit.export import gpu_vs_torch
+
+    pool = torch.nn.Sequential(torch.nn.MaxPool2d(kernel, 2, ceil_mode=True))
+    x = -1 - torch.rand(1, 4, size, size)
+    result = gpu_vs_torch(pool, (x,), tmp_path / "pool.tflite")
+    assert result.ok, result.summary()
+    assert set(result.info.op_histogram()) <= {"MAX_POOL_2D", "TRANSPOSE"}
+    got = list(result.run.outputs.values())[0]["output_0"]
+    np.testing.assert_allclose(got, pool(x).numpy(), atol=2e-3)  # fp16 rounding of values in [-2, -1]
+    assert got.max() < -0.99
+
+
 @pytest.mark.slow
 def test_recipe_export_dump_verify_on_gpu(gpu, tmp_path):
     committed = (RECIPE / "results.json").read_text() if (RECIPE / "results.json").exists() else None
