@@ -243,3 +243,23 @@ def test_rewritten_counterpart_is_clean(symptom, tmp_path):
     path = export_tflite(model, args, tmp_path / f"{symptom}_fixed.tflite", kwargs=kwargs[0] if kwargs else None)
     findings = [f for f in lint_for_mobile(path) if f.symptom == symptom]
     assert not findings, [f.line() for f in findings]
+
+
+class Flip(nn.Module):
+    def forward(self, x):
+        return x.flip(-1) * 2
+
+
+def test_flip_found_and_rewrite_is_exact_and_right_on_gpu(gpu, tmp_path):
+    from litert_gpu_toolkit.export import gpu_vs_torch
+    from litert_gpu_toolkit.rewrites import gather  # noqa: F401  (registers the flip handlers)
+    from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
+
+    x = torch.linspace(-4, 4, 2 * 3 * 24).reshape(1, 2, 3, 24)
+    plain = export_tflite(Flip(), (x,), tmp_path / "flip.tflite")
+    assert [f.symptom for f in lint_for_mobile(plain)] == ["reverse_v2"]
+    fixed = GpuRewriteWrapper(Flip(), include=["patch_flip"])
+    assert torch.equal(fixed(x), Flip()(x))
+    result = gpu_vs_torch(fixed, (x,), tmp_path / "flip_fixed.tflite")
+    assert not result.info.has_op("REVERSE_V2") and result.ok, result.summary()
+    assert result.comparisons[0].corr > 0.9999 and result.comparisons[0].nonfinite == 0

@@ -97,6 +97,9 @@ def lint_for_mobile(model: str | os.PathLike | bytes | ModelInfo) -> list[LintFi
                                      "shape", ins + op.outputs))
         if name in ("SPLIT", "SPLIT_V"):
             findings.append(_finding(info, op, "split", f"{name} is rejected by the GPU delegate", ins + op.outputs))
+        if name == "REVERSE_V2":
+            findings.append(_finding(info, op, "reverse_v2", "REVERSE_V2 (torch.flip) compiles on GPUs that then "
+                                     "compute it wrongly", ins + op.outputs))
         if name == "CAST":
             findings.append(_finding(info, op, "cast", "CAST (typically an int/bool mask) lands on the CPU",
                                      ins + op.outputs))

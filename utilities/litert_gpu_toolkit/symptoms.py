@@ -164,11 +164,19 @@ SYMPTOMS: tuple[Symptom, ...] = (
         notes=("Feed masks as float inputs, or build them arithmetically in float.",),
     ),
     Symptom(
+        id="reverse_v2",
+        seen="torch.flip: compiles GPU-only, runs, and returns wrong values (no error)",
+        cause="REVERSE_V2 (from torch.flip) is accepted by the desktop WebGPU delegate but computed wrongly "
+              "(correlation 0.37 on a ramp, llvmpipe, ai-edge-litert 2.3.0).",
+        rewrites=("patch_flip",),
+        ops=("REVERSE_V2",),
+    ),
+    Symptom(
         id="fp16_overflow",
         seen="compiles and runs on the GPU, output is NaN / inf",
         cause="A reduction (variance, sum of squares, long mean) passes fp16's 65504 on the GPU.",
         rewrites=("patch_safe_layernorm", "patch_rmsnorm", "patch_instance_norm", "patch_group_norm",
-                  "hierarchical_mean"),
+                  "hierarchical_mean", "safe_mean", "safe_sum"),
         numeric="nonfinite",
     ),
     Symptom(
@@ -182,7 +190,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
         id="fp16_degraded",
         seen="compiles and runs on the GPU, output finite but far from the reference",
         cause="fp16 precision loss in one block (bisect finds it) or compounding with depth.",
-        rewrites=("bisect", "patch_safe_layernorm", "hierarchical_mean"),
+        rewrites=("bisect", "patch_safe_layernorm", "patch_instance_norm", "patch_group_norm", "hierarchical_mean"),
         numeric="degraded",
     ),
     Symptom(
@@ -198,6 +206,9 @@ SYMPTOMS: tuple[Symptom, ...] = (
         cause="A frozen parameter times a constant folds into a full-size constant per block.",
         rewrites=("constant_to_input",),
         desktop_reproduces=True,
+        notes=("Detect from the file: rewrites.state.find_constant_blowup(model_info, module).",
+               "On llvmpipe the folded [1, S, D] constant ADDed onto a rank-2 FULLY_CONNECTED result was also "
+               "miscomputed (corr ~0.8); feeding the factor as an input fixed both.",),
     ),
 )
 
