@@ -294,6 +294,7 @@ class ConvISTFT(nn.Module):
       * overlap_add="fused": the same polyphase conv written out here -- kernel R = ceil(n_fft / hop)
         frames, hop output channels, each output block of hop samples the sum over the R frames
         that overlap it -- then a transpose / reshape to samples.
+    ("polyphase" falls back to "fused" where rewrites/conv_transpose.py is absent: same sums.)
     Then the centre trim and a multiply by 1 / envelope (a constant for the traced frame count).
     Matches torch.istft(spec, n_fft, hop_length, win_length, window, center, normalized, onesided,
     length); raises like torch.istft when the window overlap-add is zero somewhere (NOLA)."""
@@ -312,8 +313,11 @@ class ConvISTFT(nn.Module):
         synth = istft_synthesis(self.n_fft, self.window, onesided, normalized)       # [2F, n_fft]
         self.taps = -(-self.n_fft // self.hop)                                       # R
         if overlap_add == "polyphase":
-            from .conv_transpose import PolyphaseConvT1d
-
+            try:
+                from .conv_transpose import PolyphaseConvT1d
+            except ImportError:                     # a vendored copy without conv_transpose.py
+                overlap_add = self.overlap_add = "fused"
+        if overlap_add == "polyphase":
             ct = nn.ConvTranspose1d(synth.shape[0], 1, self.n_fft, stride=self.hop, bias=False)
             with torch.no_grad():
                 ct.weight.copy_(torch.from_numpy(synth).float().unsqueeze(1))

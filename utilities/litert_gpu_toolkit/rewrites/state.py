@@ -21,6 +21,7 @@
 """
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -77,21 +78,20 @@ class AliasSafeOutputs(nn.Module):
         return _guard(self.model(*args, **kwargs), one, self.outputs)
 
 
+def _guarded_forward(self, *args, one: torch.Tensor, **kwargs):
+    return _guard(type(self).forward(self, *args, **kwargs), one, self._alias_guard_outputs)
+
+
 @register("patch_output_aliasing", wall="output_aliasing", default=False)
 def patch_output_aliasing(model: nn.Module, outputs: Iterable[int] | None = None) -> list[Change]:
     """In place: `model.forward` takes a new keyword input `one` and multiplies its floating outputs
-    by it (see AliasSafeOutputs). Not applied by default: it changes the model's signature. The
-    original forward is kept as `model.forward_unguarded`."""
-    if hasattr(model, "forward_unguarded"):
+    by it (see AliasSafeOutputs). Not applied by default: it changes the model's signature. Only
+    this instance changes (a bound method in its __dict__; deep copies rebind to the copy); the
+    class's forward is untouched."""
+    if "_alias_guard_outputs" in vars(model):
         return []
-    which = set(outputs) if outputs is not None else None
-    original = model.forward
-
-    def forward(*args, one: torch.Tensor, **kwargs):
-        return _guard(original(*args, **kwargs), one, which)
-
-    model.forward_unguarded = original
-    model.forward = forward
+    model._alias_guard_outputs = set(outputs) if outputs is not None else None
+    model.forward = types.MethodType(_guarded_forward, model)
     return [Change("", "outputs emitted as out * one ('one': new runtime input holding 1.0)",
                    "patch_output_aliasing", True)]
 
