@@ -35,7 +35,7 @@ def run_script(name: str, *args, timeout: float = 600) -> subprocess.CompletedPr
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
     if shutil.which("espeak-ng") is None:
-        pytest.fail("espeak-ng is required for the test speech (apt-get install -y espeak-ng; scripts/setup.sh does it)")
+        pytest.fail("espeak-ng is needed for the test speech: apt-get install -y espeak-ng (scripts/setup.sh does)")
     work = tmp_path_factory.mktemp("silero_vad")
     export = run_script("export_vad.py", "--out", work / "step.tflite")
     dump = run_script("dump_vad_ref.py", "--out", work / "ref.npz", "--wav", work / "speech.wav")

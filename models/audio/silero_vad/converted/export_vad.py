@@ -49,8 +49,8 @@ from litert_gpu_toolkit.export import export_tflite  # noqa: E402
 from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper  # noqa: E402
 from litert_gpu_toolkit.rewrites.state import find_aliased_outputs, outputs_guarded_by_runtime_one  # noqa: E402
-from vad_net import CHUNK, CONTEXT, HIDDEN, SAMPLE_RATE, GpuStep, ReflectPadRight, load_net, load_reference, reference_state_dict, \
-    safetensors_state_dict, stream_net, stream_reference  # noqa: E402
+from vad_net import (CHUNK, CONTEXT, HIDDEN, SAMPLE_RATE, GpuStep, ReflectPadRight, load_net,  # noqa: E402
+                     load_reference, reference_state_dict, safetensors_state_dict, stream_net, stream_reference)
 
 
 def test_signal(seconds: float = 3.0, seed: int = 0) -> np.ndarray:
