@@ -40,6 +40,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "utilities"))
 
+from litert_gpu_toolkit.rewrites.elementwise import repeat_kv_cat  # noqa: E402
 from litert_gpu_toolkit.rewrites.norms import patch_rmsnorm  # noqa: E402
 from litert_gpu_toolkit.rewrites.state import alias_safe_output  # noqa: E402
 
@@ -141,10 +142,7 @@ class Block(nn.Module):
 
     def repeat(self, x: torch.Tensor) -> torch.Tensor:
         n_rep = self.heads // self.kv_heads
-        if self.plain:
-            return repeat_kv_expand(x, n_rep)
-        from litert_gpu_toolkit.rewrites.elementwise import repeat_kv_cat
-        return repeat_kv_cat(x, n_rep)
+        return repeat_kv_expand(x, n_rep) if self.plain else repeat_kv_cat(x, n_rep)
 
     def forward(self, x, cos, sin, mask, write=None, k_cache=None, v_cache=None, one=None):
         """x [1, S, 576] -> (x', k, v). Prefill: k, v are this step's rows [1, 3, S, 64].
