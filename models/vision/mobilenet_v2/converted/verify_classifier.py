@@ -25,6 +25,7 @@ import numpy as np  # noqa: E402
 
 from litert_gpu_toolkit.metrics import compare  # noqa: E402
 from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
+from litert_gpu_toolkit.phone import PhoneError  # noqa: E402
 from litert_gpu_toolkit.recipe import (DeviceError, add_device_argument, report_gates, residency_line,  # noqa: E402
                                        run_on_device, write_results)
 from mobilenet_v2 import class_names  # noqa: E402
@@ -52,7 +53,7 @@ def main() -> int:
     try:
         run = run_on_device(args.model, {sig.key: [{"args_0": inputs[i:i + 1]} for i in range(len(photos))]},
                             args.device)
-    except DeviceError as exc:
+    except (DeviceError, PhoneError) as exc:  # unknown name, or a phone that is not reachable
         p.error(str(exc))
     wall = time.perf_counter() - start
     residency = residency_line(info, run)

@@ -26,6 +26,7 @@ sys.path.insert(0, str(HERE.parents[3] / "utilities"))  # the toolkit, without i
 import numpy as np  # noqa: E402
 
 from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
+from litert_gpu_toolkit.phone import PhoneError  # noqa: E402
 from litert_gpu_toolkit.recipe import (DeviceError, add_device_argument, report_gates, residency_line,  # noqa: E402
                                        run_on_device, write_results)
 from mtcnn import detect, load_photo, match_faces, pnet_signature, pyramid_sizes  # noqa: E402
@@ -93,7 +94,7 @@ def main() -> int:
     print(f"running {len(photos)} photos through P-Net, R-Net and O-Net on {args.device} ...")
     try:
         found = detect(images, *device_runners(args.artifacts, args.device, runs))
-    except DeviceError as exc:
+    except (DeviceError, PhoneError) as exc:  # unknown name, or a phone that is not reachable
         p.error(str(exc))
     except StageFailed as exc:
         print(f"run failed: {exc}")
