@@ -3,9 +3,7 @@
 fail and the rewritten ones match torch. Cases that pass plain here but are expected to fail on phones
 (fp16 accumulators) are asserted as passing here, so the README's table stays true."""
 import copy
-import math
 
-import numpy as np
 import pytest
 import torch
 import torch.nn as nn
@@ -112,6 +110,9 @@ def test_patches_exact_in_fp32(scale):
                + patch_group_norm(patched))
     assert {c.path for c in changes} == set(model.keys())
     assert all(c.exact for c in changes)
+    kinds = {"ln": SafeLayerNorm, "ln2d": SafeLayerNorm, "rms": SafeRMSNorm, "rms_none": SafeRMSNorm,
+             "llama": SafeRMSNorm, "in2": SafeInstanceNorm, "in1": SafeInstanceNorm, "gn": SafeGroupNorm}
+    assert all(isinstance(patched[k], cls) for k, cls in kinds.items())
     g = torch.Generator().manual_seed(1)
     a = torch.randn(2, 16, 768, generator=g) * scale
     b = torch.randn(2, 8, 37, 53, generator=g) * scale
