@@ -39,8 +39,8 @@ args = parser.parse_args()
 import numpy as np  # noqa: E402
 import soundfile as sf  # noqa: E402
 
-from vad_net import CHUNK, SAMPLE_RATE, load_net, load_reference, reference_state_dict, stream_net, \
-    stream_reference  # noqa: E402
+from vad_net import (CHUNK, SAMPLE_RATE, load_net, load_reference, reference_state_dict,  # noqa: E402
+                     safetensors_state_dict, stream_net, stream_reference)
 
 
 def speak(text: str) -> np.ndarray:
@@ -79,12 +79,15 @@ net_prob, h_in, c_in = stream_net(load_net(reference_state_dict(ref)), audio)
 diff = float(np.abs(net_prob - ref_prob).max())
 print(f"torch definition vs TorchScript on this recording: max |dprob| = {diff:.3g} over {len(ref_prob)} chunks")
 print(f"reference: {int((ref_prob >= 0.5).sum())} chunks >= 0.5, prob range {ref_prob.min():.3f}..{ref_prob.max():.3f}")
+other_prob = stream_net(load_net(safetensors_state_dict()), audio)[0]
+print(f"for comparison, the wheel's silero_vad_16k.safetensors weights: max |dprob| = "
+      f"{np.abs(other_prob - ref_prob).max():.3g} (a different weight set; not used)")
 
 args.out.parent.mkdir(parents=True, exist_ok=True)
 args.wav.parent.mkdir(parents=True, exist_ok=True)
 sf.write(args.wav, audio, SAMPLE_RATE, subtype="FLOAT")
-np.savez(args.out, audio=audio, ref_prob=ref_prob, net_prob=net_prob, h_in=h_in, c_in=c_in, sample_rate=SAMPLE_RATE,
-         layout=np.array(layout), sentences=np.array(SENTENCES))
+np.savez(args.out, audio=audio, ref_prob=ref_prob, net_prob=net_prob, h_in=h_in, c_in=c_in,
+         sample_rate=SAMPLE_RATE, layout=np.array(layout), sentences=np.array(SENTENCES))
 print(f"wrote {args.out} and {args.wav}")
 if diff > args.tolerance:
     sys.exit(f"FAIL: the torch definition differs from the TorchScript model by {diff:.3g} > {args.tolerance:g}")

@@ -8,8 +8,7 @@ The network (per 512-sample step, 16 kHz):
 
 Parameter names follow the wheel's `silero_vad_16k.safetensors` (stft_conv, conv1..conv4, lstm_cell, final_conv).
 The values come from the wheel's TorchScript model (`silero_vad.jit`, the reference): in silero-vad 6.2.3 the
-safetensors file holds a different weight set (see ../README.md), while the jit and every ONNX file in the wheel
-agree with each other.
+safetensors file holds a different weight set (see ../README.md).
 """
 from __future__ import annotations
 
@@ -250,3 +249,15 @@ class GpuStep(nn.Module):
         h_next = torch.sigmoid(o) * torch.tanh(c_next)
         prob = torch.sigmoid(net.final_conv(F.relu(h_next)[:, :, None]))[:, :, 0]
         return {"prob": prob, "h_next": alias_safe_output(h_next, one), "c_next": alias_safe_output(c_next, one)}
+
+
+def bisect_chunk(chunk: int = 148):
+    """Builder for `python -m litert_gpu_toolkit bisect vad_net.py:bisect_chunk --boundaries ...`: the network as
+    defined (reflect pad as ReflectPadRight, no silence referencing) and the inputs of one chunk of
+    artifacts/vad_ref.npz with its reference state. Chunk 148 is a quiet chunk at a speech -> pause transition,
+    the worst chunk of the GPU step without silence referencing."""
+    ref = np.load(Path(__file__).resolve().parent / "artifacts" / "vad_ref.npz")
+    net = load_net()
+    net.pad = ReflectPadRight(CONTEXT)
+    state = [torch.from_numpy(ref[k][chunk:chunk + 1]) for k in ("h_in", "c_in")]
+    return net, (torch.from_numpy(steps_of(ref["audio"])[chunk:chunk + 1]), *state)
