@@ -43,6 +43,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import Change, register, set_submodule
+from .rank import depth_to_space
 
 __all__ = [
     "ConvTSpec", "ZeroStuffConvT1d", "ZeroStuffConvT2d", "PolyphaseConvT1d", "PolyphaseConvT2d",
@@ -146,6 +147,7 @@ def interleave_phases(z: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
     1-D: z [N, C*s, L] -> [N, C, L*s], out[n, c, l*s + r] = z[n, c*s + r, l].
     2-D: z [N, C*sh*sw, H, W] -> [N, C, H*sh, W*sw], out[n, c, h*sh + i, w*sw + j] = z[n, (c*sh + i)*sw + j, h, w].
     Every intermediate has rank <= 4 (two TRANSPOSEs in 2-D, one in 1-D); no GATHER, no rank-6 reshape.
+    Equal 2-D strides use `rewrites.rank.depth_to_space` (same order, same three RESHAPEs + two TRANSPOSEs).
     """
     if z.dim() == 3:
         (s,) = stride
@@ -153,6 +155,8 @@ def interleave_phases(z: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
         c = cs // s
         return z.reshape(n * c, s, length).permute(0, 2, 1).reshape(n, c, length * s)
     sh, sw = stride
+    if sh == sw:                                                     # the toolkit's PixelShuffle form
+        return depth_to_space(z, sh)
     n, css, h, w = z.shape
     c = css // (sh * sw)
     z = z.reshape(n * c * sh, sw, h, w).permute(0, 2, 3, 1)          # [N*C*sh, H, W, sw]

@@ -26,6 +26,9 @@ from torch import nn
 
 from . import Change, register, set_submodule
 from .functional import GpuRewriteMode, register_handler
+# One implementation of "make a constant operand a runtime input" lives in rewrites.state; the
+# identical / all-constant input wall uses it too, so it is re-exported here.
+from .state import ConstantToInput, constant_to_input
 
 __all__ = [
     "arith_where", "patch_select", "ELUArith", "PReLUArith",
@@ -33,7 +36,7 @@ __all__ = [
     "clamp01", "hardsigmoid_arith", "HardsigmoidArith", "Clamp01", "patch_hardsigmoid",
     "channel_max", "patch_amax", "chunk_slices", "split_slices", "patch_chunk",
     "LinearAsConv1x1", "patch_channel_attention_linear",
-    "patch_degenerate_softmax", "patch_identical_inputs", "constant_to_input", "ConstantAsInput",
+    "patch_degenerate_softmax", "patch_identical_inputs", "constant_to_input", "ConstantToInput",
     "scope_rewrites",
 ]
 
@@ -802,36 +805,3 @@ def patch_identical_inputs(model: nn.Module, *, functional: bool = True) -> list
     +/-inf, the rewrite 1 / 0. Functional only: scopes the handler on `model.forward`.
     """
     return [scope_rewrites(model, ["patch_identical_inputs"])] if functional else []
-
-
-class ConstantAsInput(nn.Module):
-    """Runs `model` with the parameter / buffer at `path` taken from a keyword input `input_name`.
-
-    `example` holds the constant's value (pass it at conversion and at run time). The converted graph
-    gets a runtime input instead of a constant: ops on it are no longer all-constant (no folding into
-    full-size constants, no 'Expected 1 const input tensor(s)' split).
-    """
-
-    def __init__(self, model: nn.Module, path: str, input_name: str | None = None):
-        super().__init__()
-        self.model, self.path = model, path
-        self.input_name = input_name or path.replace(".", "_")
-        value = dict(model.named_parameters()).get(path)
-        if value is None:
-            value = dict(model.named_buffers()).get(path)
-        if value is None:
-            raise KeyError(f"{path!r} is neither a parameter nor a buffer of {type(model).__name__}")
-        self.example = value.detach().clone()
-
-    def forward(self, *args, **kwargs):
-        value = kwargs.pop(self.input_name)
-        return torch.func.functional_call(self.model, {self.path: value}, args, kwargs, strict=False)
-
-
-def constant_to_input(model: nn.Module, path: str, input_name: str | None = None) -> ConstantAsInput:
-    """Turn the constant (parameter or buffer) at `path` into a runtime keyword input; see `ConstantAsInput`.
-
-        wrapped = constant_to_input(model, "latents")
-        convert_for_gpu(wrapped, (x,), "m.tflite", kwargs={wrapped.input_name: wrapped.example})
-    """
-    return ConstantAsInput(model, path, input_name)
