@@ -197,7 +197,7 @@ def main() -> int:
         tflite_text = tokenizer.decode(D.cut_at(free, stop))
         rows.append({"prompt": str(prompts[i]), "top1": float(np.mean(a)), "min_corr": float(min(c)),
                      "free_running_same_tokens": same, "torch": torch_text, "tflite": tflite_text})
-        print(f"[{i}] {prompts[i]!r}: top-1 {sum(a)}/{len(a)}, logits corr min {min(c):.5f} (prefill {c[0]:.5f}), "
+        print(f"[{i}] {str(prompts[i])!r}: top-1 {sum(a)}/{len(a)}, logits corr min {min(c):.5f} (prefill {c[0]:.5f}), "
               f"free-running = torch for {same}/{len(free)} tokens")
         print(f"    torch : {torch_text!r}\n    tflite: {tflite_text!r}")
     step_ms = statistics.median(session.seconds) * 1e3
