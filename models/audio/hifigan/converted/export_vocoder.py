@@ -1,0 +1,79 @@
+"""Export the HiFi-GAN generator (real 'universal' weights) to a fixed-size .tflite for LiteRT's GPU accelerator.
+
+One graph = a fixed number of mel frames in, frames * 256 samples out. The four upsamplers are ConvTranspose1d;
+`--convt` picks how they reach the graph:
+  polyphase (default)  one stride-1 conv with stride * out_channels outputs + an interleave: the same MACs as the
+                       transposed conv, no TRANSPOSE_CONV op (rejected on some phones' GPU delegates)
+  zerostuff            zeros inserted between input steps + a stride-1 conv: stride x the MACs
+  native               left alone: the converter emits TRANSPOSE_CONV
+Both rewrites are exact in exact arithmetic (float differences ~1e-6 relative).
+
+    python export_vocoder.py                      # artifacts/vocoder_polyphase_128f.tflite
+    python export_vocoder.py --convt native --frames 32
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[3] / "utilities"))
+sys.path.insert(0, str(HERE))
+
+import torch  # noqa: E402
+
+from hifigan import load_config, load_generator  # noqa: E402
+from litert_gpu_toolkit.export import export_tflite  # noqa: E402
+from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
+
+CONVT_MODES = ("polyphase", "zerostuff", "native")
+
+
+def default_path(convt: str, frames: int) -> Path:
+    return HERE / "artifacts" / f"vocoder_{convt}_{frames}f.tflite"
+
+
+def rewrite_upsamplers(model, convt: str) -> list:
+    """Swap the ConvTranspose1d upsamplers for the toolkit's exact equivalents (none for 'native')."""
+    if convt == "native":
+        return []
+    from litert_gpu_toolkit.rewrites.conv_transpose import patch_conv_transpose
+    return patch_conv_transpose(model, mode=convt)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--convt", choices=CONVT_MODES, default="polyphase", help="transposed-conv lowering")
+    parser.add_argument("--frames", type=int, default=128, help="mel frames per graph (default 128 = 1.49 s audio)")
+    parser.add_argument("--variant", default="universal", choices=("universal", "LJSpeech"), help="checkpoint")
+    parser.add_argument("--out", type=Path, help="output .tflite (default artifacts/vocoder_<convt>_<frames>f.tflite)")
+    args = parser.parse_args(argv)
+    out = args.out or default_path(args.convt, args.frames)
+
+    model = load_generator(args.variant)
+    config = load_config()
+    mel = torch.full((1, config["num_mels"], args.frames), -5.0)
+    with torch.no_grad():
+        before = model(mel)
+    for change in rewrite_upsamplers(model, args.convt):
+        print(f"  rewrite: {change}")
+    with torch.no_grad():
+        after = model(mel)
+    print(f"rewritten vs original generator: max |diff| = {(after - before).abs().max().item():.3g}")
+
+    start = time.perf_counter()
+    export_tflite(model, (mel,), out)
+    info = read_model_info(out)
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, {info.num_ops} ops, "
+          f"converted in {time.perf_counter() - start:.0f} s)")
+    print("ops:", ", ".join(f"{op} x{n}" for op, n in sorted(info.op_histogram().items())))
+    if args.convt != "native" and info.has_op("TRANSPOSE_CONV"):
+        print("error: TRANSPOSE_CONV is still in the graph")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

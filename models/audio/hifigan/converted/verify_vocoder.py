@@ -1,0 +1,137 @@
+"""Verify the exported vocoder on a device against the torch generator, chunk by chunk, on real speech.
+
+Reads artifacts/reference.npz (dump_vocoder_ref.py) and the exported graph (export_vocoder.py), runs every chunk on
+`--device` (strict GPU-only compile on the GPU devices), stitches the chunk cores and compares with torch:
+waveform correlation, SNR, max |diff|, log-mel L1 distance (GPU vs torch, and both vs the input mel as the task
+check). Writes artifacts/vocoder_{torch,<device>}.wav and artifacts/spectrograms_<device>.png to listen and look,
+and records the run in converted/results.json.
+
+Gates: strict GPU residency N/N ops on every chunk; waveform correlation >= 0.999.
+
+    python verify_vocoder.py                          # polyphase graph, this machine's GPU (fp16)
+    python verify_vocoder.py --convt native --device cpu
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[3] / "utilities"))
+sys.path.insert(0, str(HERE))
+
+import numpy as np  # noqa: E402
+import soundfile as sf  # noqa: E402
+
+from hifigan import load_config, log_mel, stitch  # noqa: E402
+from litert_gpu_toolkit.metrics import compare  # noqa: E402
+from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
+from litert_gpu_toolkit.recipe import (add_device_argument, report_gates, residency_line, run_on_device,  # noqa: E402
+                                       write_results)
+
+CORR_GATE = 0.999
+
+
+def snr_db(out: np.ndarray, ref: np.ndarray) -> float:
+    return float(10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / max(np.sum((out - ref).astype(np.float64) ** 2),
+                                                                          1e-30)))
+
+
+def save_spectrograms(path: Path, mels: dict[str, np.ndarray]) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(mels), 1, figsize=(10, 2.2 * len(mels)), sharex=True)
+    for ax, (title, mel) in zip(axes, mels.items()):
+        diff = title.startswith("|")
+        image = ax.imshow(mel, origin="lower", aspect="auto", cmap="magma" if diff else "viridis",
+                          vmin=0 if diff else -11.5, vmax=2 if diff else 2)
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel("mel bin")
+        fig.colorbar(image, ax=ax, pad=0.01)
+    axes[-1].set_xlabel("frame (hop 256 at 22.05 kHz)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--convt", default="polyphase", choices=("polyphase", "zerostuff", "native"),
+                        help="which export to verify (picks artifacts/vocoder_<convt>_<frames>f.tflite)")
+    parser.add_argument("--model", type=Path, help="the .tflite to verify (overrides --convt)")
+    parser.add_argument("--reference", type=Path, default=HERE / "artifacts" / "reference.npz")
+    parser.add_argument("--artifacts", type=Path, default=HERE / "artifacts", help="where the WAVs and PNG go")
+    add_device_argument(parser)
+    args = parser.parse_args(argv)
+
+    if not args.reference.exists():
+        parser.error(f"{args.reference} not found: run dump_vocoder_ref.py first")
+    ref = np.load(args.reference)
+    frames, context, hop, sr = (int(ref[k]) for k in ("frames", "context", "hop", "sample_rate"))
+    model = args.model or HERE / "artifacts" / f"vocoder_{args.convt}_{frames}f.tflite"
+    if not model.exists():
+        parser.error(f"{model} not found: run export_vocoder.py --convt {args.convt} --frames {frames} first")
+    info = read_model_info(model)
+    signature = info.signatures[0]
+    (input_name,) = signature.inputs
+    chunks, torch_chunks = ref["chunks"], ref["torch_chunks"]
+    print(f"{model.name}: {info.num_ops} ops; {len(chunks)} chunks of {frames} frames on {args.device}")
+
+    start = time.perf_counter()
+    run = run_on_device(model, {signature.key: [{input_name: chunk[None]} for chunk in chunks]}, args.device)
+    print(f"ran {len(chunks)} chunks on one compile in {time.perf_counter() - start:.0f} s")
+    residency = residency_line(info, run)
+    print(residency)
+    if not run.ok:
+        print(f"{run.status}: {run.error}\n{run.log_tail()}")
+
+    metrics: dict = {}
+    if run.ok:
+        config = load_config()
+        outputs = next(iter(run.outputs[signature.key].values())).reshape(len(chunks), -1)
+        gpu_wave = stitch(outputs, frames, context, hop, ref["mel"].shape[1])
+        torch_wave = ref["torch_wave"]
+        c = compare(gpu_wave, torch_wave)
+        mel_in, mel_torch, mel_dev = ref["mel"], log_mel(torch_wave, config), log_mel(gpu_wave, config)
+        run_s = run.run_s[signature.key]
+        metrics = {
+            "waveform_corr": c.corr,
+            "min_chunk_corr": min(compare(o, t).corr for o, t in zip(outputs, torch_chunks)),
+            "snr_db": snr_db(gpu_wave, torch_wave),
+            "max_abs": c.max_abs,
+            "nonfinite": c.nonfinite,
+            "logmel_l1_vs_torch": float(np.abs(mel_dev - mel_torch).mean()),
+            "logmel_l1_input_vs_torch": float(np.abs(mel_in - mel_torch).mean()),
+            "logmel_l1_input_vs_device": float(np.abs(mel_in - mel_dev).mean()),
+            "chunks": len(chunks),
+            "frames_per_graph": frames,
+            "run_s_per_chunk": run_s,
+            "real_time_factor": run_s / (frames * hop / sr),
+        }
+        for k, v in metrics.items():
+            print(f"  {k}: {v:.6g}" if isinstance(v, float) else f"  {k}: {v}")
+        out_dir = args.artifacts
+        out_dir.mkdir(parents=True, exist_ok=True)
+        sf.write(out_dir / "vocoder_torch.wav", torch_wave, sr)
+        sf.write(out_dir / f"vocoder_{args.device}.wav", gpu_wave, sr)
+        png = out_dir / f"spectrograms_{args.device}.png"
+        save_spectrograms(png, {"input log-mel (espeak-ng speech)": mel_in, "torch generator output": mel_torch,
+                                f"{model.name} on {args.device}": mel_dev,
+                                "|device - torch| log-mel": np.abs(mel_dev - mel_torch)})
+        print(f"wrote {out_dir.name}/vocoder_torch.wav, vocoder_{args.device}.wav, {png.name}")
+
+    n = info.num_ops
+    residency_gate = f"strict GPU residency {n}/{n} ops" if args.device != "cpu" else "ran on the CPU"
+    gates = {residency_gate: run.ok, f"waveform corr >= {CORR_GATE}": metrics.get("waveform_corr", 0) >= CORR_GATE}
+    ok = report_gates(gates)
+    write_results(HERE, graph=model.stem, device=args.device, run=run,
+                  residency=residency, metrics=metrics, gates=gates)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
