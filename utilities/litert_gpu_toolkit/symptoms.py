@@ -57,8 +57,12 @@ SYMPTOMS: tuple[Symptom, ...] = (
         rewrites=("patch_conv_transpose", "PolyphaseConvT1d", "PolyphaseConvT2d", "ZeroStuffConvT1d",
                   "ZeroStuffConvT2d"),
         ops=("TRANSPOSE_CONV",),
+        log=r"legalize operation 'mhlo\.convolution'.*lhs_dilation",
         desktop_reproduces=False,
         phone_only_note="accepted by the desktop WebGPU delegate; rejected on some phones",
+        notes=("litert-torch 0.10.0 converts ConvTranspose only with padding 0 or (k - s) / 2; any other "
+               "padding (e.g. k=3, s=2, p=1, output_padding=1) fails to convert ('failed to legalize "
+               "operation mhlo.convolution'); the same rewrites fix it.",),
     ),
     Symptom(
         id="select",

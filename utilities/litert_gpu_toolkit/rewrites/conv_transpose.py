@@ -428,6 +428,8 @@ def patch_conv_transpose(model: nn.Module, mode: str = "auto") -> list[Change]:
     mode="auto": polyphase (depthwise polyphase for groups == channels) unless dilation makes the
     zero-stuffed form cheaper; "polyphase" / "zerostuff" force one form. Exact to fp32 rounding.
     """
+    if mode not in ("auto", "polyphase", "zerostuff"):
+        raise ValueError(f"mode must be auto, polyphase or zerostuff, got {mode!r}")
     changes: list[Change] = []
     for path, m in list(model.named_modules()):
         if type(m) not in (nn.ConvTranspose1d, nn.ConvTranspose2d):
