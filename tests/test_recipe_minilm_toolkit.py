@@ -89,3 +89,39 @@ def test_l2_normalize_matches_f_normalize_and_has_no_identical_input_node(tmp_pa
     assert identical_input_nodes(rewritten) == []
     torch.testing.assert_close(wrapped(x), F.normalize(x, dim=1), rtol=1e-6, atol=1e-7)
     assert [c.rewrite for c in wrapped.changes] == ["l2_normalize"]
+
+
+@pytest.mark.gpu
+def test_phone_path_takes_samples_too(gpu, tmp_path, monkeypatch):
+    """run_on_device(<phone>, {sig: [samples]}) -- one job per sample over the adb TEST DOUBLE (tests/fakes/adb)."""
+    import os
+    import sys
+
+    from litert_gpu_toolkit.phone import load_registry, push_runner
+    from litert_gpu_toolkit.recipe import run_on_device
+
+    fakes = Path(__file__).resolve().parent / "fakes"
+    root = tmp_path / "phone_fs"
+    root.mkdir()
+    monkeypatch.setenv("PATH", f"{fakes}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_ADB_ROOT", str(root))
+    monkeypatch.setenv("FAKE_ADB_PYTHON", sys.executable)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).resolve().parents[1] / "utilities"),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.delenv("ANDROID_SERIAL", raising=False)
+    phone = load_registry()["pixel8"]
+    build = tmp_path / "build"
+    build.mkdir()
+    for name in ("litert_gpu_runner", "libLiteRt.so", phone.accelerator_lib):
+        (build / name).write_bytes(b"placeholder for the test double")
+    push_runner(build, phone)
+    model = tmp_path / "add.tflite"
+    model.write_bytes(add_model_bytes())
+
+    samples = _samples(2)
+    result = run_on_device(model, {"serving_default": samples}, "pixel8")
+    assert result.ok, (result.status, result.error)
+    out = result.outputs["serving_default"]["out"]
+    assert out.shape == (2, *PROBE_SHAPE)
+    for i, s in enumerate(samples):
+        np.testing.assert_allclose(out[i], s["x"] + s["y"], rtol=1e-2, atol=1e-2)

@@ -74,11 +74,40 @@ def run_on_device(model_path, inputs: dict, device: str = "host-gpu", *, timeout
     if is_phone(device):
         from .phone import run_on_phone
 
-        return run_on_phone(model_path, inputs, device, repeats=repeats, timeout=timeout)
+        def one(named: dict) -> RunResult:
+            return run_on_phone(model_path, named, device, repeats=repeats, timeout=timeout)
+        return _sample_by_sample(one, inputs) if _has_samples(inputs) else one(inputs)
     if device == "cpu":
         return compile_and_run(model_path, inputs, accelerator="cpu", timeout=timeout, repeats=repeats)
     return compile_and_run(model_path, inputs, accelerator="gpu", enforce_f32=(device == "host-gpu-fp32"),
                            timeout=timeout, repeats=repeats)
+
+
+def _has_samples(inputs: dict) -> bool:
+    return any(isinstance(v, (list, tuple)) for v in inputs.values())
+
+
+def _sample_by_sample(run_one, inputs: dict) -> RunResult:
+    """A list of samples (see runtime.compile_and_run) on a runner that takes one input set per job:
+    one job per sample, outputs stacked on a new leading axis, run_s the median. Stops at a failure."""
+    import numpy as np
+
+    result, logs, times, rows = None, [], {}, {}
+    for sig, given in inputs.items():
+        for named in (given if isinstance(given, (list, tuple)) else [given]):
+            result = run_one({sig: named})
+            logs.append(result.log)
+            if not result.ok:
+                result.log = "\n".join(logs)
+                return result
+            times.setdefault(sig, []).append(result.run_s.get(sig, 0.0))
+            for name, arr in result.outputs[sig].items():
+                rows.setdefault(sig, {}).setdefault(name, []).append(arr)
+    result.outputs = {sig: {n: (np.stack(v) if isinstance(inputs[sig], (list, tuple)) else v[-1])
+                            for n, v in named.items()} for sig, named in rows.items()}
+    result.run_s = {sig: float(np.median(t)) for sig, t in times.items()}
+    result.log = "\n".join(logs)
+    return result
 
 
 @dataclass
