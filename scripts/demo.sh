@@ -9,6 +9,6 @@ PY="${LITERT_VENV:-$ROOT/.venv}/bin/python"
 RECIPE="$ROOT/models/text/all_minilm_l6_v2/converted"
 cd "$RECIPE"
 echo "== 1/4 export (torch -> .tflite)"; "$PY" export_encoder.py
-echo "== 2/4 check on the GPU";           "$PY" -m litert_gpu_toolkit check artifacts/all_minilm_l6_v2_encoder.tflite || true
+echo "== 2/4 check on the GPU";           "$PY" -m litert_gpu_toolkit check artifacts/encoder.tflite || true
 echo "== 3/4 reference dump (source model)"; "$PY" dump_encoder_ref.py
 echo "== 4/4 verify against the source";  "$PY" verify_encoder.py "$@"
