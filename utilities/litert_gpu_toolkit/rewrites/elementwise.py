@@ -36,7 +36,7 @@ __all__ = [
     "clamp01", "hardsigmoid_arith", "HardsigmoidArith", "Clamp01", "patch_hardsigmoid",
     "channel_max", "patch_amax", "chunk_slices", "split_slices", "patch_chunk",
     "LinearAsConv1x1", "patch_channel_attention_linear",
-    "patch_degenerate_softmax", "patch_identical_inputs", "constant_to_input", "ConstantToInput",
+    "patch_degenerate_softmax", "constant_to_input", "ConstantToInput",
     "scope_rewrites",
 ]
 
@@ -768,40 +768,33 @@ for _fn in (F.log_softmax, torch.log_softmax, torch.Tensor.log_softmax):
 
 @register("patch_degenerate_softmax", wall="identical_or_constant_inputs")
 def patch_degenerate_softmax(model: nn.Module, *, functional: bool = True) -> list[Change]:
-    """softmax over a length-1 axis -> ones (log_softmax -> zeros).
+    """The degenerate special cases of identical / all-constant inputs (wall `identical_or_constant_inputs`).
 
-    After conversion such a softmax is SUB(x, x) and DIV(e, e): ops with identical inputs, declined by
-    the GPU (reproduced here on llvmpipe; LiteRT#9192), and on a constant latent bank all-constant ops.
-    Exact for finite inputs (torch gives NaN for an inf / NaN entry, the rewrite 1). Functional only
-    (nn.Softmax calls F.softmax, which the handler sees): scopes the handler on `model.forward`.
+    * softmax over a length-1 axis -> ones (log_softmax -> zeros). After conversion such a softmax is
+      SUB(x, x) and DIV(e, e); on a constant latent bank (perceiver-style) the ops around it are all-constant.
+    * x / x -> ones, x - x -> zeros (the same tensor object on both sides).
+    The GPU declines DIV / SUB whose two inputs are one tensor ('No support of few identical inputs';
+    reproduced on llvmpipe, LiteRT#9192). Exact for finite inputs (x / x also needs x != 0); where torch
+    gives NaN (an inf / NaN entry, 0 / 0) the rewrite gives 1 (0 for x - x). Functional only (nn.Softmax
+    calls F.softmax, which the handler sees): scopes the handler on `model.forward`.
     """
     return [scope_rewrites(model, ["patch_degenerate_softmax"])] if functional else []
 
 
-@register_handler(torch.div, "patch_identical_inputs")
-@register_handler(torch.true_divide, "patch_identical_inputs")
-@register_handler(torch.Tensor.div, "patch_identical_inputs")
-@register_handler(torch.Tensor.__truediv__, "patch_identical_inputs")
+@register_handler(torch.div, "patch_degenerate_softmax")
+@register_handler(torch.true_divide, "patch_degenerate_softmax")
+@register_handler(torch.Tensor.div, "patch_degenerate_softmax")
+@register_handler(torch.Tensor.__truediv__, "patch_degenerate_softmax")
 def _div_self(input, other=None, *, rounding_mode=None, out=None):
     if input is not other or rounding_mode is not None or out is not None or not input.dtype.is_floating_point:
         return NotImplemented
     return torch.ones_like(input)
 
 
-@register_handler(torch.sub, "patch_identical_inputs")
-@register_handler(torch.Tensor.sub, "patch_identical_inputs")
-@register_handler(torch.Tensor.__sub__, "patch_identical_inputs")
+@register_handler(torch.sub, "patch_degenerate_softmax")
+@register_handler(torch.Tensor.sub, "patch_degenerate_softmax")
+@register_handler(torch.Tensor.__sub__, "patch_degenerate_softmax")
 def _sub_self(input, other=None, *, alpha=1, out=None):
     if input is not other or alpha != 1 or out is not None or not input.dtype.is_floating_point:
         return NotImplemented
     return torch.zeros_like(input)
-
-
-@register("patch_identical_inputs", wall="identical_or_constant_inputs")
-def patch_identical_inputs(model: nn.Module, *, functional: bool = True) -> list[Change]:
-    """x / x -> ones, x - x -> zeros (same tensor on both sides; the GPU declines DIV and SUB then).
-
-    Exact for finite, non-zero x (x / x) and finite x (x - x); torch gives NaN at x = 0 (x / x) and at
-    +/-inf, the rewrite 1 / 0. Functional only: scopes the handler on `model.forward`.
-    """
-    return [scope_rewrites(model, ["patch_identical_inputs"])] if functional else []
