@@ -47,7 +47,7 @@ class SentenceEncoder(torch.nn.Module):
     rewrites=True: the additive mask is (1 - attention_mask) * -1e4 with shape [B, 1, 1, S], passed to
     BERT as a ready 4-D mask (HF uses a 4-D mask as given). Exact: every padded key gets weight
     exp(-1e4 + s) == 0 in fp32, as with HF's own mask. Removes GATHER_ND / SELECT_V2 / LOGICAL_AND.
-    The normalisation is the toolkit's l2_normalize (no MUL(x, x)); equal to F.normalize in fp32.
+    The normalisation is the toolkit's l2_normalize (no MUL(x, x)); F.normalize up to fp32 summation order.
     rewrites=False: BERT gets the integer mask and builds its own; F.normalize (the plain conversion).
     """
 
