@@ -10,7 +10,7 @@ from litert_gpu_toolkit.symptoms import BY_ID, SYMPTOMS, for_log, for_numeric, f
 
 ROOT = Path(__file__).resolve().parents[1]
 REWRITE_MODULES = ["litert_gpu_toolkit.rewrites." + m for m in
-                   ("gather", "rank", "conv_transpose", "elementwise", "norms", "spectral", "state")] + \
+                   ("gather", "rank", "conv_transpose", "elementwise", "norms", "spectral", "state", "normalize")] + \
                   ["litert_gpu_toolkit.convert", "litert_gpu_toolkit.bisect", "litert_gpu_toolkit"]
 
 

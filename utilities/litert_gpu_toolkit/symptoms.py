@@ -114,7 +114,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
         seen="'No support of few identical inputs' / 'Expected 1 const input tensor(s)' (device only)",
         cause="The delegate declines an op whose two inputs are the same tensor (x / x) and ops whose inputs are "
               "all constants; they split the graph into partitions.",
-        rewrites=("patch_degenerate_softmax", "constant_to_input"),
+        rewrites=("patch_degenerate_softmax", "constant_to_input", "l2_normalize"),
         log=r"identical inputs|const input tensor",
         upstream="google-ai-edge/LiteRT#9192",
         desktop_reproduces=False,
