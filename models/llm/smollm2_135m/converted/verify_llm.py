@@ -102,7 +102,7 @@ def generate(session: DecodeSession, dims: D.Dims, length: int, cache: dict, ref
     free = [int(first_logits.argmax())]
     forked = None                                     # (step, cache) where free-running left torch's path
     logits = []
-    for j in tqdm(range(steps), desc="  decode (teacher-forced)", unit="step", leave=False):
+    for j in tqdm(range(steps), desc="  decode (teacher-forced)", unit="step", leave=False, file=sys.stdout):
         if forked is None and free[j] != ref_tokens[j]:
             forked = (j, dict(cache))
         out = session.step({**D.decode_inputs(dims, int(ref_tokens[j]), length + j, capacity), **cache})
@@ -112,7 +112,7 @@ def generate(session: DecodeSession, dims: D.Dims, length: int, cache: dict, ref
             free.append(int(logits[-1].argmax()))
     if forked is not None:
         j0, cache = forked
-        for j in tqdm(range(j0, steps), desc="  decode (free-running)", unit="step", leave=False):
+        for j in tqdm(range(j0, steps), desc="  decode (free-running)", unit="step", leave=False, file=sys.stdout):
             out = session.step({**D.decode_inputs(dims, free[j], length + j, capacity), **cache})
             free.append(int(out.pop("logits").argmax()))
             cache = out
