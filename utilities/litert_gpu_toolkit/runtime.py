@@ -10,6 +10,7 @@ One call = one compile with one accelerator set and precision, then one run per 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -265,3 +266,26 @@ def probe_gpu(timeout: float = 120.0, env: dict[str, str] | None = None) -> RunR
         if not np.allclose(got, 2 * x, rtol=1e-2, atol=1e-2):
             result.status, result.error = STATUS_RUN_ERROR, "the GPU probe computed a wrong sum"
     return result
+
+
+@contextlib.contextmanager
+def native_stderr_captured(tail_chars: int = 3000):
+    """Run LiteRT in *this* process with its native stderr (INFO lines) kept off the console.
+
+    For loops that must stay in-process (a streaming step carrying state, an autoregressive
+    decode): the runtime's fd-2 chatter goes to a temporary file, whose tail is printed if the
+    block raises. Prefer `compile_and_run` (a child process) wherever a run can be one call.
+    """
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved, 2)
+            log.seek(0)
+            print(log.read().decode(errors="replace")[-tail_chars:], file=sys.stderr)
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)

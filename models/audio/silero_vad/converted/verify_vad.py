@@ -17,12 +17,10 @@ segments, every start and end within one chunk. Writes a PNG of both curves; res
     python verify_vad.py --device cpu      # LiteRT CPU (XNNPACK), for the latency comparison
 """
 import argparse
-import contextlib
 import math
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -33,6 +31,7 @@ sys.path.insert(0, str(HERE))
 import numpy as np  # noqa: E402
 
 from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
+from litert_gpu_toolkit.runtime import native_stderr_captured  # noqa: E402
 from litert_gpu_toolkit.phone import PhoneError  # noqa: E402
 from litert_gpu_toolkit.recipe import DeviceError, add_device_argument, is_phone, report_gates, residency_line, \
     run_on_device, write_results  # noqa: E402
@@ -40,24 +39,6 @@ from litert_gpu_toolkit.rewrites.state import ONE_INPUT, feed_one  # noqa: E402
 from vad_net import CHUNK, HIDDEN, SAMPLE_RATE, segments, steps_of  # noqa: E402
 
 CHUNK_S = CHUNK / SAMPLE_RATE
-
-
-@contextlib.contextmanager
-def native_log_captured():
-    """Send the runtime's native stderr (INFO lines) to a temporary file; show its tail if something fails."""
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as log:
-        os.dup2(log.fileno(), 2)
-        try:
-            yield
-        except Exception:
-            os.dup2(saved, 2)
-            log.seek(0)
-            print(log.read().decode(errors="replace")[-3000:], file=sys.stderr)
-            raise
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
 
 
 def stream(model_path: Path, steps: np.ndarray, device: str) -> tuple[np.ndarray, list[float]]:
@@ -171,7 +152,7 @@ def main() -> int:
         got_prob, judged = forced_prob, "teacher-forced (phone runner: fixed inputs)"
         latency = [run.run_s.get(sig.key, float("nan"))]
     else:
-        with native_log_captured():
+        with native_stderr_captured():
             got_prob, latency = stream(args.model, steps, args.device)
         judged = "streaming, own state"
         latency = latency[3:]                                  # the first calls warm up
