@@ -133,10 +133,10 @@ def apply_patches(model, example_inputs=None, *, include: Sequence[str] | None =
         if "functional" in params:
             kwargs["functional"] = False          # functional rewrites: applied by the wrapper instead
         changes += spec.fn(model, **kwargs)
-    if example_inputs is not None:
+    names = functional_selection(include, exclude, approximate)
+    if example_inputs is not None and names:            # (an empty include list would mean "all" to the mode)
         from .rewrites.functional import GpuRewriteMode
 
-        names = functional_selection(include, exclude, approximate)
         args, kw = split_example_inputs(example_inputs)
         mode = GpuRewriteMode(include=names)
         with torch.no_grad(), mode:
@@ -306,7 +306,9 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
                                 approximate=approximate)
         from .rewrites.functional import GpuRewriteWrapper
 
-        runnable = GpuRewriteWrapper(model, include=functional_selection(include, exclude, approximate)).eval()
+        names = functional_selection(include, exclude, approximate)
+        if names:
+            runnable = GpuRewriteWrapper(model, include=names).eval()
     result = ConvertResult(path, changes)
     try:
         if len(parsed) == 1 and signature_name == "serving_default" and signatures is None:
