@@ -141,24 +141,38 @@ def _pad_or_crop(x: torch.Tensor, pads: list[tuple[int, int]]) -> torch.Tensor:
     return x
 
 
-def interleave_phases(z: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
-    """Rank-4 depth-to-space with channel-major order (PixelShuffle's order, generalised to unequal strides).
+def interleave_phases(z: torch.Tensor, stride: tuple[int, ...], order: str = "channel") -> torch.Tensor:
+    """Rank-4 depth-to-space: the phases held in the channel axis move into the spatial axes.
 
-    1-D: z [N, C*s, L] -> [N, C, L*s], out[n, c, l*s + r] = z[n, c*s + r, l].
-    2-D: z [N, C*sh*sw, H, W] -> [N, C, H*sh, W*sw], out[n, c, h*sh + i, w*sw + j] = z[n, (c*sh + i)*sw + j, h, w].
-    Every intermediate has rank <= 4 (two TRANSPOSEs in 2-D, one in 1-D); no GATHER, no rank-6 reshape.
-    Equal 2-D strides use `rewrites.rank.depth_to_space` (same order, same three RESHAPEs + two TRANSPOSEs).
+    order="channel" (PixelShuffle's order, generalised to unequal strides): channel c*S + phase;
+      1-D: z [N, C*s, L] -> [N, C, L*s], out[n, c, l*s + r] = z[n, c*s + r, l];
+      2-D: z [N, C*sh*sw, H, W] -> [N, C, H*sh, W*sw], out[n, c, h*sh + i, w*sw + j] = z[n, (c*sh + i)*sw + j, h, w].
+      Two TRANSPOSEs in 2-D (one in 1-D) in channels-first terms; equal 2-D strides use
+      `rewrites.rank.depth_to_space` (same order, same ops).
+    order="phase" (TFLite DEPTH_TO_SPACE's order): channel phase*C + c, phase = i*sw + j. Written
+      channels-last, so after a conv (which the converter runs channels-last) the layout TRANSPOSEs
+      cancel: one TRANSPOSE in 2-D, none in 1-D, plus the one back to channels-first. About half the
+      time of the channel-major form on llvmpipe.
+    Every intermediate has rank <= 4; no GATHER, no rank-6 reshape. Bit-exact (data movement only).
     """
+    if order not in ("channel", "phase"):
+        raise ValueError("order must be 'channel' or 'phase'")
     if z.dim() == 3:
         (s,) = stride
         n, cs, length = z.shape
         c = cs // s
+        if order == "phase":
+            return z.permute(0, 2, 1).reshape(n, length * s, c).permute(0, 2, 1)
         return z.reshape(n * c, s, length).permute(0, 2, 1).reshape(n, c, length * s)
     sh, sw = stride
-    if sh == sw:                                                     # the toolkit's PixelShuffle form
-        return depth_to_space(z, sh)
     n, css, h, w = z.shape
     c = css // (sh * sw)
+    if order == "phase":
+        t = z.permute(0, 2, 3, 1).reshape(n * h, w, sh, sw * c)      # [N*H, W, sh, (sw, C)]
+        t = t.permute(0, 2, 1, 3).reshape(n, h * sh, w * sw, c)      # [N, H*sh, W*sw, C]
+        return t.permute(0, 3, 1, 2)
+    if sh == sw:                                                     # the toolkit's PixelShuffle form
+        return depth_to_space(z, sh)
     z = z.reshape(n * c * sh, sw, h, w).permute(0, 2, 3, 1)          # [N*C*sh, H, W, sw]
     z = z.reshape(n * c, sh, h, w * sw).permute(0, 2, 1, 3)          # [N*C, H, sh, W*sw]
     return z.reshape(n, c, h * sh, w * sw)
@@ -281,13 +295,16 @@ class ZeroStuffConvT2d(_ZeroStuffConvT):
 
 # -------------------------------------------------------------------------------------- polyphase
 
-def polyphase_weight(weight: torch.Tensor, spec: ConvTSpec) -> torch.Tensor:
+def polyphase_weight(weight: torch.Tensor, spec: ConvTSpec, order: str = "channel") -> torch.Tensor:
     """ConvTranspose weight [C_in, C_out/g, *k] -> polyphase conv weight [C_out * phases, C_in/g, *taps].
 
-    Output channel (c * phases + phase), phase = row-major index over the per-axis strides; tap v of
-    phase r reads kernel tap (m - 1 - v) * s + r of the dilated, zero-padded kernel.
+    Output channel c * phases + phase (order="channel") or phase * C_out + c (order="phase", groups == 1
+    only), phase = row-major index over the per-axis strides; tap v of phase r reads kernel tap
+    (m - 1 - v) * s + r of the dilated, zero-padded kernel.
     """
     g, nd = spec.groups, spec.ndim
+    if order == "phase" and g != 1:
+        raise ValueError("phase-major order needs groups == 1 (group outputs must stay contiguous)")
     cig, cog = spec.in_channels // g, spec.out_channels // g
     w = weight.detach()
     if any(d != 1 for d in spec.dilation):                      # write dilation out as zero taps
@@ -301,12 +318,12 @@ def polyphase_weight(weight: torch.Tensor, spec: ConvTSpec) -> torch.Tensor:
     if nd == 1:
         (m,), (s,) = taps, spec.stride
         w = w.reshape(g, cig, cog, m, s).flip(3)                 # [g, Cig, Cog, v, r]
-        w = w.permute(0, 2, 4, 1, 3)                             # [g, Cog, r, Cig, v]
-        return w.reshape(spec.out_channels * s, cig, m).contiguous()
+        perm = (4, 0, 2, 1, 3) if order == "phase" else (0, 2, 4, 1, 3)   # [r, g, Cog, ..] / [g, Cog, r, ..]
+        return w.permute(*perm).reshape(spec.out_channels * s, cig, m).contiguous()
     (mh, mw), (sh, sw) = taps, spec.stride
     w = w.reshape(g, cig, cog, mh, sh, mw, sw).flip(3, 5)        # [g, Cig, Cog, vh, rh, vw, rw]
-    w = w.permute(0, 2, 4, 6, 1, 3, 5)                           # [g, Cog, rh, rw, Cig, vh, vw]
-    return w.reshape(spec.out_channels * sh * sw, cig, mh, mw).contiguous()
+    perm = (4, 6, 0, 2, 1, 3, 5) if order == "phase" else (0, 2, 4, 6, 1, 3, 5)
+    return w.permute(*perm).reshape(spec.out_channels * sh * sw, cig, mh, mw).contiguous()
 
 
 class _PolyphaseConvT(nn.Module):
@@ -314,10 +331,12 @@ class _PolyphaseConvT(nn.Module):
         super().__init__()
         self.spec = spec
         self.phases = math.prod(spec.stride)
-        self.weight = nn.Parameter(polyphase_weight(weight, spec), requires_grad=weight.requires_grad)
+        self.order = "phase" if spec.groups == 1 else "channel"    # phase-major interleaves with fewer transposes
+        self.weight = nn.Parameter(polyphase_weight(weight, spec, self.order), requires_grad=weight.requires_grad)
         self.bias = None if bias is None else nn.Parameter(bias.detach().clone(), requires_grad=bias.requires_grad)
-        self.register_buffer("phase_bias", None if bias is None else bias.detach().repeat_interleave(self.phases),
-                             persistent=False)
+        phase_bias = None if bias is None else (bias.detach().repeat(self.phases) if self.order == "phase"
+                                                else bias.detach().repeat_interleave(self.phases))
+        self.register_buffer("phase_bias", phase_bias, persistent=False)
 
     @classmethod
     def from_conv_transpose(cls, m) -> "_PolyphaseConvT":
@@ -343,7 +362,7 @@ class _PolyphaseConvT(nn.Module):
         if not conv_pad:
             x = _pad_or_crop(x, in_pads)
         z = grouped_conv(x, self.weight, None if late_bias else self.phase_bias, spec.groups, conv_pad)
-        y = interleave_phases(z, spec.stride)
+        y = interleave_phases(z, spec.stride, self.order)
         crops = [(-(p - lo * s), 0) for p, lo, s in zip(spec.padding, lo_rows, spec.stride)]
         y = _pad_or_crop(y, crops)
         y = _pad_or_crop(y, [(0, o - n) for o, n in zip(out_size, y.shape[2:])])
