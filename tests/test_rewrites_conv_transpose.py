@@ -190,3 +190,22 @@ def test_rewritten_converts_without_transpose_conv_and_runs_gpu_only(gpu, tmp_pa
 def test_depthwise_form_refuses_dense_conv():
     with pytest.raises(ValueError):
         DepthwisePolyphaseConvT2d.from_conv_transpose(nn.ConvTranspose2d(4, 8, 4, 2, 1))
+
+
+def test_bench_script_quick_smoke(tmp_path, gpu):
+    """scripts/bench_rewrites.py --quick: one run end to end, every form converts and runs on CPU and GPU."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(root / "scripts" / "bench_rewrites.py"), "--quick", "--repeats", "2",
+                          "--json", str(tmp_path / "bench.json")], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "| ConvTranspose2d s=2 k=4" in out.stdout and "software Vulkan" in out.stdout
+    data = json.loads((tmp_path / "bench.json").read_text())
+    conv = data["cases"][0]["results"]
+    for form in ("native", "zerostuff", "polyphase"):
+        assert conv[form]["cpu"]["status"] == "ok" and conv[form]["gpu"]["status"] == "ok", conv[form]
+    assert data["cases"][0]["macs"]["zerostuff"] == 4 * data["cases"][0]["macs"]["native"]
