@@ -263,3 +263,34 @@ def test_flip_found_and_rewrite_is_exact_and_right_on_gpu(gpu, tmp_path):
     result = gpu_vs_torch(fixed, (x,), tmp_path / "flip_fixed.tflite")
     assert not result.info.has_op("REVERSE_V2") and result.ok, result.summary()
     assert result.comparisons[0].corr > 0.9999 and result.comparisons[0].nonfinite == 0
+
+
+@pytest.mark.parametrize("kind", ["rmsnorm", "layernorm"])
+def test_distinct_squares_leave_no_identical_input_op(gpu, tmp_path, kind):
+    """The safe norms square by x*x (an op with identical inputs, flagged for phones); with
+    distinct_squares=True they are lint-clean, equal in torch to fp32 rounding, and right on the GPU."""
+    from litert_gpu_toolkit.export import gpu_vs_torch
+    from litert_gpu_toolkit.rewrites.norms import patch_rmsnorm, patch_safe_layernorm
+
+    torch.manual_seed(0)
+    norm = nn.RMSNorm(256, eps=1e-6) if kind == "rmsnorm" else nn.LayerNorm(256)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = norm
+
+        def forward(self, x):
+            return self.norm(x * 300.0)
+
+    x = torch.randn(1, 8, 256)
+    reference = Net()(x)
+    safe, distinct = Net(), Net()
+    patch = patch_rmsnorm if kind == "rmsnorm" else patch_safe_layernorm
+    assert patch(safe) and patch(distinct, distinct_squares=True)
+    torch.testing.assert_close(distinct(x), reference, rtol=1e-5, atol=1e-5)
+    plain_path = export_tflite(safe, (x,), tmp_path / "safe.tflite")
+    assert any(f.symptom == "identical_or_constant_inputs" for f in lint_for_mobile(plain_path))
+    result = gpu_vs_torch(distinct, (x,), tmp_path / "distinct.tflite")
+    assert not [f for f in lint_for_mobile(result.path) if f.symptom == "identical_or_constant_inputs"]
+    assert result.ok and result.comparisons[0].corr > 0.999 and result.comparisons[0].nonfinite == 0, result.summary()

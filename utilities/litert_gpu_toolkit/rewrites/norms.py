@@ -153,25 +153,33 @@ def row_scale(x: torch.Tensor, dims) -> torch.Tensor:
     return torch.clamp(torch.amax(torch.abs(x), dim=tuple(dims), keepdim=True), min=1.0)
 
 
-def _scaled_eps(eps: float, s: torch.Tensor) -> torch.Tensor:
-    """eps / S^2 as (sqrt(eps) / S)^2: may underflow to 0, never overflows."""
+def _scaled_eps(eps: float, s: torch.Tensor, distinct: bool = False) -> torch.Tensor:
+    """eps / S^2 as (sqrt(eps) / S)^2: may underflow to 0, never overflows. `distinct`: as
+    exp(log(eps) - 2 log S) instead (a few ulps of a term that only guards against division by
+    zero), so no op multiplies a tensor by itself -- phones decline ops with identical inputs
+    (LiteRT#9192), and the converter merges two spellings of the same factor back into one."""
+    if distinct:
+        return torch.exp(math.log(eps) - 2.0 * torch.log(s))
     e = math.sqrt(eps) / s
     return e * e
 
 
-def _normalise(x: torch.Tensor, dims, eps: float, hierarchical: bool) -> torch.Tensor:
+def _second_copy(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """x / S computed a second way (x * (1 / S)): equal to `x / s` within one fp32 rounding, but a
+    different tensor in the graph, so `xs * _second_copy(x, s)` is a square with two inputs."""
+    return x * torch.reciprocal(s)
+
+
+def _normalise(x: torch.Tensor, dims, eps: float, hierarchical: bool, distinct: bool = False) -> torch.Tensor:
     """(x - mean) / sqrt(var + eps) over `dims`, computed on x / S (see module docstring)."""
     s = row_scale(x, dims)
     xs = x / s
-    if hierarchical:
-        mu = hierarchical_mean(xs, dims)
-        d = xs - mu
-        var = hierarchical_mean(d * d, dims)
-    else:
-        mu = xs.mean(dim=tuple(dims), keepdim=True)
-        d = xs - mu
-        var = (d * d).mean(dim=tuple(dims), keepdim=True)
-    return d * torch.rsqrt(var + _scaled_eps(eps, s))
+    mean = (lambda t: hierarchical_mean(t, dims)) if hierarchical else \
+        (lambda t: t.mean(dim=tuple(dims), keepdim=True))
+    mu = mean(xs)
+    d = xs - mu
+    var = mean(d * (_second_copy(x, s) - mu) if distinct else d * d)
+    return d * torch.rsqrt(var + _scaled_eps(eps, s, distinct))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,17 +189,18 @@ def _normalise(x: torch.Tensor, dims, eps: float, hierarchical: bool) -> torch.T
 class SafeLayerNorm(nn.Module):
     """nn.LayerNorm in the down-scaled domain (shares the original weight and bias)."""
 
-    def __init__(self, ln: nn.LayerNorm, hierarchical: bool = False):
+    def __init__(self, ln: nn.LayerNorm, hierarchical: bool = False, distinct_squares: bool = False):
         super().__init__()
         self.normalized_shape = tuple(ln.normalized_shape)
         self.eps = float(ln.eps)
         self.weight = ln.weight
         self.bias = ln.bias
         self.hierarchical = hierarchical
+        self.distinct_squares = distinct_squares
 
     def forward(self, x):
         dims = tuple(range(-len(self.normalized_shape), 0))
-        y = _normalise(x, dims, self.eps, self.hierarchical)
+        y = _normalise(x, dims, self.eps, self.hierarchical, self.distinct_squares)
         if self.weight is not None:
             y = y * self.weight
         if self.bias is not None:
@@ -205,21 +214,23 @@ class SafeRMSNorm(nn.Module):
     `offset` is 0 for nn.RMSNorm / LlamaRMSNorm and 1 for Gemma-style norms (decided by probing
     the original module, see `patch_rmsnorm`)."""
 
-    def __init__(self, weight, eps: float, ndims: int = 1, offset: float = 0.0, hierarchical: bool = False):
+    def __init__(self, weight, eps: float, ndims: int = 1, offset: float = 0.0, hierarchical: bool = False,
+                 distinct_squares: bool = False):
         super().__init__()
         self.weight = weight
         self.eps = float(eps)
         self.ndims = ndims
         self.offset = float(offset)
         self.hierarchical = hierarchical
+        self.distinct_squares = distinct_squares
 
     def forward(self, x):
         dims = tuple(range(-self.ndims, 0))
         s = row_scale(x, dims)
         xs = x / s
-        sq = xs * xs
+        sq = xs * _second_copy(x, s) if self.distinct_squares else xs * xs
         ms = hierarchical_mean(sq, dims) if self.hierarchical else sq.mean(dim=dims, keepdim=True)
-        y = xs * torch.rsqrt(ms + _scaled_eps(self.eps, s))
+        y = xs * torch.rsqrt(ms + _scaled_eps(self.eps, s, self.distinct_squares))
         if self.weight is not None:
             y = y * (self.weight + self.offset if self.offset else self.weight)
         return y
@@ -273,14 +284,16 @@ class SafeGroupNorm(nn.Module):
 # ---------------------------------------------------------------------------------------------
 
 @register("patch_safe_layernorm", wall="fp16_overflow")
-def patch_safe_layernorm(model: nn.Module, hierarchical: bool = False) -> list[Change]:
+def patch_safe_layernorm(model: nn.Module, hierarchical: bool = False, distinct_squares: bool = False) -> list[Change]:
     """Replace every nn.LayerNorm with SafeLayerNorm. `hierarchical=True` also replaces the two
-    means by hierarchical_mean (for GPUs that accumulate in fp16: phones)."""
+    means by hierarchical_mean (for GPUs that accumulate in fp16: phones). `distinct_squares=True`
+    computes every square from two differently computed copies (within one fp32 rounding), so no op
+    takes the same tensor twice -- the phone-only wall LiteRT#9192 that `lint` reports."""
     changes = []
     for path, ln in named_modules_of(model, nn.LayerNorm):
         if not path:
             continue
-        set_submodule(model, path, SafeLayerNorm(ln, hierarchical))
+        set_submodule(model, path, SafeLayerNorm(ln, hierarchical, distinct_squares))
         changes.append(Change(path, f"LayerNorm{tuple(ln.normalized_shape)} -> down-scaled SafeLayerNorm",
                               "patch_safe_layernorm", True))
     return changes
@@ -316,19 +329,20 @@ def _probe_offset(m, weight, eps: float) -> float | None:
 
 
 @register("patch_rmsnorm", wall="fp16_silent_zero")
-def patch_rmsnorm(model: nn.Module, hierarchical: bool = False) -> list[Change]:
+def patch_rmsnorm(model: nn.Module, hierarchical: bool = False, distinct_squares: bool = False) -> list[Change]:
     """Replace RMS norms with SafeRMSNorm: nn.RMSNorm, and any module with a 1-D `weight` and an
     epsilon attribute (`variance_epsilon` / `eps`) whose class name contains 'RMSNorm' (HF
     LlamaRMSNorm, Qwen2RMSNorm, GemmaRMSNorm, ...). A non-torch module is replaced only after a
     probe shows it computes x * rsqrt(mean(x^2) + eps) * w (or * (1 + w)); otherwise it is left
-    alone."""
+    alone. `distinct_squares`: see `patch_safe_layernorm`."""
     changes = []
     for path, m in list(model.named_modules()):
         if not path or isinstance(m, SafeRMSNorm):
             continue
         if isinstance(m, nn.RMSNorm):
             eps = _rms_eps(m)
-            new = SafeRMSNorm(m.weight, eps, ndims=len(m.normalized_shape), hierarchical=hierarchical)
+            new = SafeRMSNorm(m.weight, eps, ndims=len(m.normalized_shape), hierarchical=hierarchical,
+                              distinct_squares=distinct_squares)
             what = f"RMSNorm{tuple(m.normalized_shape)} -> down-scaled SafeRMSNorm"
         elif "rmsnorm" in type(m).__name__.lower():
             weight = getattr(m, "weight", None)
@@ -338,7 +352,8 @@ def patch_rmsnorm(model: nn.Module, hierarchical: bool = False) -> list[Change]:
             offset = _probe_offset(m, weight, eps)
             if offset is None:
                 continue
-            new = SafeRMSNorm(weight, eps, ndims=1, offset=offset, hierarchical=hierarchical)
+            new = SafeRMSNorm(weight, eps, ndims=1, offset=offset, hierarchical=hierarchical,
+                              distinct_squares=distinct_squares)
             what = f"{type(m).__name__} -> down-scaled SafeRMSNorm" + (" (1 + weight)" if offset else "")
         else:
             continue
