@@ -117,6 +117,18 @@ def other_cases(quick: bool):
     return cases[:2] if quick else cases
 
 
+def kernel_cases():
+    """Where polyphase's GPU time goes: the native op vs the polyphase conv alone vs a 1x1 conv (MACs, GPU ms)."""
+    c, h = 32, 32
+    x = torch.randn(1, c, h, h)
+    w2, w1 = torch.randn(4 * c, c, 2, 2), torch.randn(4 * c, c, 1, 1)
+    return [("TRANSPOSE_CONV k=4 s=2, 32 -> 32 ch (native)", nn.ConvTranspose2d(c, c, 4, 2, 1), (x,),
+             c * c * 16 * h * h),
+            ("CONV_2D 2x2, 32 -> 128 ch (the polyphase conv, no interleave)",
+             Fn(lambda t: F.conv2d(t, w2, padding=1)), (x,), 4 * c * c * 4 * (h + 1) ** 2),
+            ("CONV_2D 1x1, 32 -> 128 ch", Fn(lambda t: F.conv2d(t, w1)), (x,), 4 * c * c * h * h)]
+
+
 def measure(module, args, path: Path, accelerator: str, repeats: int) -> dict:
     key = "serving_default"
     run = compile_and_run(path, {key: signature_inputs(args)}, accelerator=accelerator, repeats=repeats)
@@ -187,6 +199,14 @@ def main(argv=None) -> int:
             o, r = res["original"], res["rewrite"]
             other_rows.append(f"| {label} | {fmt_ms(o['cpu'])} / {fmt_ms(r['cpu'])} | {ratio(o['cpu'], r['cpu'])} "
                               f"| {fmt_ms(o['gpu'])} / {fmt_ms(r['gpu'])} | {ratio(o['gpu'], r['gpu'])} |")
+        kernel_rows = []
+        for label, module, inputs, macs in ([] if args.quick else kernel_cases()):
+            path = tmp / f"kernel_{len(kernel_rows)}.tflite"
+            err = convert(module, inputs, path)
+            r = measure(module, inputs, path, "gpu", args.repeats) if not err else {"status": err, "ms": None}
+            records.append({"case": label, "macs": macs, "results": {"gpu": r}})
+            rate = f"{macs / (r['ms'] * 1e6):.2f}" if r["ms"] else "-"
+            kernel_rows.append(f"| {label} | {fmt_macs(macs)} | {fmt_ms(r)} | {rate} |")
     import ai_edge_litert  # noqa: F401  (version for the label)
     from importlib.metadata import version
     machine = (f"GPU: {adapter or 'none'} (software Vulkan), ai-edge-litert {version('ai-edge-litert')}; "
@@ -203,6 +223,8 @@ def main(argv=None) -> int:
         "| rewrite | CPU ms original / rewrite | CPU ratio | GPU ms original / rewrite | GPU ratio |",
         "|---|---|---|---|---|",
         *other_rows,
+        *(["", "| GPU kernel probe | MACs | GPU ms | GMAC/s |", "|---|---|---|---|", *kernel_rows]
+          if kernel_rows else []),
     ])
     print(table)
     args.json.parent.mkdir(parents=True, exist_ok=True)
