@@ -19,7 +19,7 @@ from litert_gpu_toolkit.rewrites import PATCHES
 from litert_gpu_toolkit.rewrites.elementwise import (
     arith_where, channel_max, chunk_slices, clamp01, expand_by_cat, hardsigmoid_arith, patch_amax,
     patch_broadcast_to, patch_channel_attention_linear, patch_chunk, patch_degenerate_softmax, patch_hardsigmoid,
-    patch_repeat_kv, patch_select, repeat_kv_cat, scope_rewrites, split_slices)
+    patch_repeat_kv, patch_select, repeat_kv_cat, scope_rewrites, scoped_rewrites, split_slices)
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 from litert_gpu_toolkit.runtime import compile_and_run
 
@@ -503,15 +503,27 @@ def test_patches_registered_with_their_walls():
         assert PATCHES[name].wall == wall and PATCHES[name].exact
 
 
-def test_scope_is_per_instance_and_leaves_torch_alone():
+def test_scope_is_per_instance_survives_deepcopy_and_leaves_torch_alone():
+    import copy
+
     class M(nn.Module):
         def forward(self, x):
-            return torch.where(x > 0, x, x.new_tensor(-INF))
+            return torch.where(x > 0, x, x.new_tensor(-INF)) * self.k
+
     a, b = M(), M()
+    a.k = b.k = 2.0
     x = torch.tensor([1.0, -1.0])
     change = scope_rewrites(a, ["patch_select"])
     scope_rewrites(a, ["patch_chunk"])                      # adds to the same scope
-    assert a.forward._gpu_rewrite_names == {"patch_select", "patch_chunk"} and change.exact
+    assert scoped_rewrites(a) == {"patch_select", "patch_chunk"} and change.exact
+    assert not scoped_rewrites(b)                           # the other instance is untouched
     assert torch.equal(a(x), b(x))
-    assert "forward" not in b.__dict__                      # the other instance is untouched
+    c = copy.deepcopy(a)
+    c.k = 3.0                                               # the copy runs its own forward, still scoped
+    assert torch.equal(c(x), b(x) * 1.5) and scoped_rewrites(c) == scoped_rewrites(a)
+    from torch.overrides import _get_current_function_mode_stack
+    assert not _get_current_function_mode_stack()           # every scope was left
+    with pytest.raises(TypeError):
+        a(torch.ones(2, 3), torch.ones(2))                  # a forward that raises still leaves its scope
+    assert not _get_current_function_mode_stack()
     assert math.isinf(float(torch.where(x > 0, x, x.new_tensor(-INF))[1]))

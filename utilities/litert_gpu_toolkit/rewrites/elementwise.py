@@ -15,7 +15,6 @@ tests pin the current lowering instead (see each function).
 """
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 from typing import Callable, Sequence
@@ -37,33 +36,49 @@ __all__ = [
     "channel_max", "patch_amax", "chunk_slices", "split_slices", "patch_chunk",
     "LinearAsConv1x1", "patch_channel_attention_linear",
     "patch_degenerate_softmax", "constant_to_input", "ConstantToInput",
-    "scope_rewrites",
+    "scope_rewrites", "scoped_rewrites",
 ]
 
 
 # ------------------------------------------------------------------------------------- scoping
 
+_SCOPE_ATTR = "_gpu_rewrite_names"       # set of handler names scoped on a module
+_MODE_ATTR = "_gpu_rewrite_modes"        # stack of active modes (re-entrant forwards)
+
+
+def _enter_scope(module, args, kwargs=None):
+    mode = GpuRewriteMode(include=sorted(getattr(module, _SCOPE_ATTR)))
+    module.__dict__.setdefault(_MODE_ATTR, []).append(mode)
+    mode.__enter__()
+
+
+def _exit_scope(module, args, *rest):
+    stack = module.__dict__.get(_MODE_ATTR)
+    if stack:
+        stack.pop().__exit__(None, None, None)
+
+
 def scope_rewrites(model: nn.Module, names: Sequence[str]) -> Change:
-    """Run `model.forward` with the named functional handlers active (an instance attribute, no global state).
+    """Run `model`'s forward with the named functional handlers active; no global state.
 
-    Calling it again adds names to the same scope. The scope lives on this model object only and is
-    active only while its forward runs (also while torch.export / litert_torch.convert trace it).
+    A forward pre-hook enters a `GpuRewriteMode` and a forward hook (always called, also when the
+    forward raises) leaves it, so the scope is active only while this model runs -- including while
+    torch.export / litert_torch.convert trace it -- and survives copy.deepcopy (the hooks read the
+    names from the module they are called on). Calling it again adds names to the same scope.
     """
-    current = model.__dict__.get("forward")
-    if current is not None and hasattr(current, "_gpu_rewrite_names"):
-        current._gpu_rewrite_names.update(names)
+    if hasattr(model, _SCOPE_ATTR):
+        getattr(model, _SCOPE_ATTR).update(names)
     else:
-        original = model.forward
-
-        @functools.wraps(original)
-        def forward(*args, **kwargs):
-            with GpuRewriteMode(include=sorted(forward._gpu_rewrite_names)):
-                return original(*args, **kwargs)
-
-        forward._gpu_rewrite_names = set(names)
-        model.forward = forward
+        model.__dict__[_SCOPE_ATTR] = set(names)
+        model.register_forward_pre_hook(_enter_scope)
+        model.register_forward_hook(_exit_scope, always_call=True)
     return Change("", f"functional rewrites {', '.join(sorted(names))} scoped on {type(model).__name__}.forward",
                   ",".join(sorted(names)), True)
+
+
+def scoped_rewrites(model: nn.Module) -> set[str]:
+    """The functional handler names `scope_rewrites` put on `model` (empty when none)."""
+    return set(getattr(model, _SCOPE_ATTR, ()))
 
 
 def _is_number(v) -> bool:
