@@ -349,7 +349,10 @@ def check_gpu_compatibility(
         return finish(INVALID_MODEL, str(exc))
     timings["static"] = time.perf_counter() - t0
     report.static = _static(info)
-    findings = lint_for_mobile(info)
+    try:
+        findings = lint_for_mobile(info)
+    except (IndexError, KeyError, ValueError) as exc:  # a graph too broken to walk; the runtime will say more
+        report.warnings.append(f"mobile lint skipped: the graph cannot be walked ({type(exc).__name__}: {exc})")
     report.phone_risks = [f.to_dict() for f in findings]
     if not info.num_ops:
         report.problems.append("the model has no operators")
