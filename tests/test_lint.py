@@ -294,3 +294,23 @@ def test_distinct_squares_leave_no_identical_input_op(gpu, tmp_path, kind):
     result = gpu_vs_torch(distinct, (x,), tmp_path / "distinct.tflite")
     assert not [f for f in lint_for_mobile(result.path) if f.symptom == "identical_or_constant_inputs"]
     assert result.ok and result.comparisons[0].corr > 0.999 and result.comparisons[0].nonfinite == 0, result.summary()
+
+
+def test_misaligned_grouped_conv_found_and_split_form_is_exact_clean_and_right_on_gpu(gpu, tmp_path):
+    from litert_gpu_toolkit.export import gpu_vs_torch
+    from litert_gpu_toolkit.rewrites.conv_transpose import patch_grouped_conv
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(8, 4, 3, padding=1, groups=2), nn.ReLU())
+    x = torch.randn(1, 8, 12, 12)
+    plain = export_tflite(net, (x,), tmp_path / "grouped.tflite")
+    assert [f.symptom for f in lint_for_mobile(plain)] == ["grouped_conv"]
+    wrong = gpu_vs_torch(net, (x,), plain, convert=False)   # the wall itself: silently wrong (or a crash)
+    assert not wrong.ok or not wrong.comparisons[0].corr > 0.99, wrong.summary()
+    fixed = nn.Sequential(nn.Conv2d(8, 4, 3, padding=1, groups=2), nn.ReLU())
+    fixed.load_state_dict(net.state_dict())
+    assert patch_grouped_conv(fixed)
+    torch.testing.assert_close(fixed(x), net(x), rtol=1e-6, atol=1e-6)
+    result = gpu_vs_torch(fixed, (x,), tmp_path / "split.tflite")
+    assert lint_for_mobile(result.path) == []
+    assert result.ok and result.comparisons[0].corr > 0.999, result.summary()

@@ -97,6 +97,15 @@ def lint_for_mobile(model: str | os.PathLike | bytes | ModelInfo) -> list[LintFi
                                      "shape", ins + op.outputs))
         if name in ("SPLIT", "SPLIT_V"):
             findings.append(_finding(info, op, "split", f"{name} is rejected by the GPU delegate", ins + op.outputs))
+        if name == "CONV_2D" and len(ins) >= 2:
+            x_t, w_t = info.tensor(ins[0], sg), info.tensor(ins[1], sg)
+            if x_t.rank == 4 and w_t.rank == 4 and w_t.shape[3] and x_t.shape[3] != w_t.shape[3]:
+                groups = x_t.shape[3] // w_t.shape[3]
+                cig, cog = w_t.shape[3], w_t.shape[0] // max(groups, 1)
+                if groups > 1 and cig > 1 and (cig % 4 or cog % 4):
+                    findings.append(_finding(info, op, "grouped_conv", f"grouped CONV_2D ({groups} groups of "
+                                             f"{cig} -> {cog} channels): GPUs compute it wrongly unless both are "
+                                             "multiples of 4", ins + op.outputs))
         if name == "REVERSE_V2":
             findings.append(_finding(info, op, "reverse_v2", "REVERSE_V2 (torch.flip) compiles on GPUs that then "
                                      "compute it wrongly", ins + op.outputs))

@@ -176,6 +176,14 @@ SYMPTOMS: tuple[Symptom, ...] = (
         ops=("REVERSE_V2",),
     ),
     Symptom(
+        id="grouped_conv",
+        seen="a grouped convolution compiles GPU-only and returns wrong values (or the process dies with SIGILL)",
+        cause="The desktop GPU's grouped CONV_2D is wrong unless the input and output channels per group are both "
+              "multiples of 4 (depthwise is fine); measured on llvmpipe, ai-edge-litert 2.3.0.",
+        rewrites=("patch_grouped_conv", "grouped_conv"),
+        ops=("CONV_2D",),
+    ),
+    Symptom(
         id="fp16_overflow",
         seen="compiles and runs on the GPU, output is NaN / inf",
         cause="A reduction (variance, sum of squares, long mean) passes fp16's 65504 on the GPU.",

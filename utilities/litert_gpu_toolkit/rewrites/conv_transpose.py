@@ -463,3 +463,48 @@ def patch_conv_transpose(model: nn.Module, mode: str = "auto") -> list[Change]:
             raise ValueError("the root module is itself a ConvTranspose; wrap it or call the class directly")
         changes.append(Change(path, f"{spec.describe()} -> {type(new).__name__}", "patch_conv_transpose", True))
     return changes
+
+
+# ------------------------------------------------------------------------------------- grouped conv
+
+class SplitGroupConv(nn.Module):
+    """nn.Conv1d/Conv2d with groups, computed as one conv per group (SLICE + CONV + CONCATENATION).
+
+    Removes the grouped CONV_2D that the desktop GPU computes wrongly (symptom `grouped_conv`) when the
+    channels per group are not multiples of 4. Exact (the same dot products); any stride, padding
+    (zeros), dilation. Depthwise and 4-aligned groups are left as one conv by `grouped_conv`'s rule.
+    """
+
+    def __init__(self, conv: nn.Conv1d | nn.Conv2d):
+        super().__init__()
+        self.weight, self.bias = conv.weight, conv.bias
+        self.groups, self.stride, self.padding, self.dilation = conv.groups, conv.stride, conv.padding, conv.dilation
+        self.fn = F.conv1d if isinstance(conv, nn.Conv1d) else F.conv2d
+
+    def forward(self, x):
+        cig, cog = self.weight.shape[1], self.weight.shape[0] // self.groups
+        outs = [self.fn(x[:, i * cig:(i + 1) * cig], self.weight[i * cog:(i + 1) * cog],
+                        None if self.bias is None else self.bias[i * cog:(i + 1) * cog],
+                        self.stride, self.padding, self.dilation)
+                for i in range(self.groups)]
+        return torch.cat(outs, 1)
+
+
+def _misaligned_groups(conv) -> bool:
+    cig, cog = conv.in_channels // conv.groups, conv.out_channels // conv.groups
+    return conv.groups > 1 and cig > 1 and (cig % 4 or cog % 4) and conv.padding_mode == "zeros"
+
+
+@register("patch_grouped_conv", wall="grouped_conv")
+def patch_grouped_conv(model: nn.Module) -> list[Change]:
+    """Grouped Conv1d/Conv2d whose channels per group are not multiples of 4 -> `SplitGroupConv` (exact)."""
+    changes = []
+    for path, m in list(model.named_modules()):
+        if path and isinstance(m, (nn.Conv1d, nn.Conv2d)) and _misaligned_groups(m):
+            set_submodule(model, path, SplitGroupConv(m))
+            changes.append(Change(path, f"{type(m).__name__}(groups={m.groups}) -> one conv per group",
+                                  "patch_grouped_conv", True))
+    return changes
+
+
+__all__ += ["SplitGroupConv", "patch_grouped_conv"]
