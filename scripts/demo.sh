@@ -8,6 +8,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${LITERT_VENV:-$ROOT/.venv}/bin/python"
 RECIPE="$ROOT/models/text/all_minilm_l6_v2/converted"
 cd "$RECIPE"
+# the demo's numbers go next to its artifacts; the committed results.json (and the README tables made from it)
+# change only when a maintainer records a run on purpose
+export LITERT_RESULTS_DIR="$RECIPE/artifacts"
 echo "== 1/4 export (torch -> .tflite)"; "$PY" export_encoder.py
 echo "== 2/4 check on the GPU";           "$PY" -m litert_gpu_toolkit check artifacts/encoder.tflite || true
 echo "== 3/4 reference dump (source model)"; "$PY" dump_encoder_ref.py
