@@ -35,6 +35,18 @@ def default_path(convt: str, frames: int) -> Path:
     return HERE / "artifacts" / f"vocoder_{convt}_{frames}f.tflite"
 
 
+def upsampler_macs(model, frames: int, convt: str) -> int:
+    """Multiply-adds of the four upsamplers per graph in the chosen form (the toolkit's count)."""
+    from litert_gpu_toolkit.rewrites.conv_transpose import ConvTSpec, conv_transpose_macs
+
+    total, length = 0, frames
+    for up in model.ups:
+        spec = ConvTSpec.of(up)
+        total += conv_transpose_macs(spec, (length,), convt)
+        length = spec.out_size((length,))[0]
+    return total
+
+
 def rewrite_upsamplers(model, convt: str) -> list:
     """Swap the ConvTranspose1d upsamplers for the toolkit's exact equivalents (none for 'native')."""
     if convt == "native":
@@ -57,6 +69,8 @@ def main(argv=None) -> int:
     mel = torch.full((1, config["num_mels"], args.frames), -5.0)
     with torch.no_grad():
         before = model(mel)
+    print(f"upsampler MACs per graph: {upsampler_macs(model, args.frames, args.convt) / 1e9:.2f} G ({args.convt}; "
+          f"native {upsampler_macs(model, args.frames, 'native') / 1e9:.2f} G)")
     for change in rewrite_upsamplers(model, args.convt):
         print(f"  rewrite: {change}")
     with torch.no_grad():
