@@ -23,13 +23,10 @@ steps of all prompts, min logits correlation >= 0.999. Results go to results.jso
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -43,28 +40,11 @@ from tqdm import tqdm  # noqa: E402
 import decoder as D  # noqa: E402
 from litert_gpu_toolkit.metrics import compare  # noqa: E402
 from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
+from litert_gpu_toolkit.runtime import native_stderr_captured  # noqa: E402
 from litert_gpu_toolkit.recipe import (DeviceError, add_device_argument, is_phone, report_gates,  # noqa: E402
                                        residency_line, run_on_device, write_results)
 
 TOP1_GATE, CORR_GATE = 0.97, 0.999
-
-
-@contextlib.contextmanager
-def native_log_captured():
-    """Keep the runtime's native INFO lines off the console; show their tail if something fails."""
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as log:
-        os.dup2(log.fileno(), 2)
-        try:
-            yield
-        except Exception:
-            os.dup2(saved, 2)
-            log.seek(0)
-            print(log.read().decode(errors="replace")[-3000:], file=sys.stderr)
-            raise
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
 
 
 class DecodeSession:
@@ -176,7 +156,7 @@ def main() -> int:
     decode_ms = dec_run.run_s[dec_info.signatures[0].key] * 1e3
 
     # 3. generation with the graphs' own cache
-    with native_log_captured():
+    with native_stderr_captured():
         session = DecodeSession(args.decode, args.device)
     from transformers import AutoTokenizer
     tokenizer = AutoTokenizer.from_pretrained(args.ref.parent / "tokenizer")
@@ -185,7 +165,7 @@ def main() -> int:
     for i in range(n):
         cache = {k: v[i] for k, v in pre_out.items() if k != "logits"}
         first_logits = pre_out["logits"][i].reshape(-1)
-        with native_log_captured():
+        with native_stderr_captured():
             logits, free = generate(session, dims, int(lengths[i]), cache, ref_tokens[i], first_logits, steps, capacity)
         got = [first_logits, *logits]
         c = [compare(g, r).corr for g, r in zip(got, ref_logits[i])]
