@@ -6,8 +6,13 @@ not change how the GPU fuses ops), runs it on the GPU accelerator (fp16, and fp3
 speech mel, and compares with torch in fp32: correlation, SNR, max |diff| relative to the tensor's range. Run it for
 each transposed-conv lowering to see whether the lowering itself loses precision.
 
+Torch-side checks come first (CPU, seconds; `--torch-only` stops there and writes precision_torch.json): the largest
+values inside each stage (residual streams included), the waveform with every weight rounded to fp16 but computed in
+fp32, and the whole generator in torch's own fp16 on the CPU.
+
     python precision_vocoder.py                                  # polyphase and native, 32 frames from frame 100
     python precision_vocoder.py --convt polyphase --fp32
+    python precision_vocoder.py --torch-only
 """
 from __future__ import annotations
 
@@ -53,6 +58,38 @@ class Prefix(torch.nn.Module):
         return g.head(x)
 
 
+def torch_side(x) -> dict:
+    """Where fp16 could hurt, seen from torch: value ranges per stage, fp16 weights, torch's fp16 compute."""
+    g = load_generator()
+    stages = []
+    with torch.no_grad():
+        h = g.conv_pre(x)
+        for i in range(len(g.ups)):
+            u = g.ups[i](F.leaky_relu(h, LRELU_SLOPE))
+            inner = 0.0
+            for block in g.resblocks[i * g.num_kernels:(i + 1) * g.num_kernels]:
+                z = u
+                for dilated, plain in zip(block.convs1, block.convs2):
+                    a = dilated(F.leaky_relu(z, LRELU_SLOPE))
+                    b = plain(F.leaky_relu(a, LRELU_SLOPE))
+                    z = z + b
+                    inner = max(inner, a.abs().max().item(), b.abs().max().item(), z.abs().max().item())
+            h = g.stage(h, i)
+            stages.append({"stage": i, "channels": h.shape[1], "output_absmax": h.abs().max().item(),
+                           "output_rms": h.std().item(), "max_abs_inside_residual_blocks": inner})
+        pre_tanh = g.conv_post(F.leaky_relu(h))
+        ref = g(x).numpy()
+        for p in g.parameters():
+            p.copy_(p.half().float())
+        fp16_weights = g(x).numpy()
+        fp16_compute = g.half()(x.half()).float().numpy()
+    return {"stages": stages, "pre_tanh_rms": pre_tanh.std().item(),
+            "fp16_weights_fp32_compute": {"corr": float(np.corrcoef(fp16_weights.ravel(), ref.ravel())[0, 1]),
+                                          "snr_db": snr_db(fp16_weights, ref)},
+            "torch_fp16_on_cpu": {"corr": float(np.corrcoef(fp16_compute.ravel(), ref.ravel())[0, 1]),
+                                  "snr_db": snr_db(fp16_compute, ref)}}
+
+
 def snr_db(out, ref) -> float:
     return float(10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / max(np.sum((out - ref) ** 2.0), 1e-30)))
 
@@ -65,13 +102,23 @@ def main(argv=None) -> int:
     parser.add_argument("--start", type=int, default=100, help="first mel frame of the window (speech, not silence)")
     parser.add_argument("--fp32", action="store_true", help="also run each graph with enforce_f32")
     parser.add_argument("--reference", type=Path, default=HERE / "artifacts" / "reference.npz")
-    parser.add_argument("--out", type=Path, default=HERE / "precision.json")
+    parser.add_argument("--torch-only", action="store_true", help="only the torch-side checks (no GPU)")
+    parser.add_argument("--out", type=Path, help="default: precision.json (precision_torch.json with --torch-only)")
     args = parser.parse_args(argv)
+    out_path = args.out or HERE / ("precision_torch.json" if args.torch_only else "precision.json")
 
     mel = np.load(args.reference)["mel"][:, args.start:args.start + args.frames]
     if mel.shape[1] != args.frames:
         sys.exit(f"the reference mel has no {args.frames} frames from frame {args.start}")
     x = torch.from_numpy(np.ascontiguousarray(mel))[None]
+    torch_checks = torch_side(x)
+    print(json.dumps(torch_checks, indent=1))
+    header = {"frames": args.frames, "start_frame": args.start,
+              "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "torch": torch_checks}
+    if args.torch_only:
+        out_path.write_text(json.dumps(header, indent=1) + "\n")
+        print(f"wrote {out_path}")
+        return 0
     rows, label = [], None
     with tempfile.TemporaryDirectory(prefix="hifigan-precision-") as tmp:
         for mode in args.convt:
@@ -101,9 +148,7 @@ def main(argv=None) -> int:
                 print(json.dumps(row), flush=True)
                 rows.append(row)
 
-    args.out.write_text(json.dumps({"device": label, "frames": args.frames, "start_frame": args.start,
-                                    "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
-                                    "rows": rows}, indent=1) + "\n")
+    out_path.write_text(json.dumps({"device": label, **header, "rows": rows}, indent=1) + "\n")
     print(f"\nGPU: {label}; {args.frames} mel frames of real speech from frame {args.start}\n")
     print("| transposed conv | boundary | tensor rms | " + " | ".join(
         f"{p} corr | {p} SNR dB" for p in (("fp16", "fp32") if args.fp32 else ("fp16",))) + " |")
@@ -114,7 +159,7 @@ def main(argv=None) -> int:
             m = r.get(p, {})
             cells += [f"{m['corr']:.6f}", f"{m['snr_db']:.1f}"] if "corr" in m else [m.get("status", "-"), ""]
         print(f"| {r['convt']} | {r['boundary']} | {r['ref_rms']:.3g} | " + " | ".join(cells) + " |")
-    print(f"\nwrote {args.out}")
+    print(f"\nwrote {out_path}")
     return 0
 
 
