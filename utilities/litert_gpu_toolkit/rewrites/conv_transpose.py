@@ -221,7 +221,7 @@ def _conv(ndim: int):
 
 
 def grouped_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, groups: int,
-                 padding: int = 0, dilation=1) -> torch.Tensor:
+                 padding: int = 0, dilation=1, stride=1) -> torch.Tensor:
     """Stride-1 conv with `groups`, split into one conv per group unless the GPU runs the grouped form right.
 
     Measured on llvmpipe (ai-edge-litert 2.3.0): a grouped CONV_2D returns wrong values (or crashes)
@@ -231,9 +231,9 @@ def grouped_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
     conv = _conv(x.dim() - 2)
     cig, cog = weight.shape[1], weight.shape[0] // groups
     if groups == 1 or cig == 1 or (cig % 4 == 0 and cog % 4 == 0):
-        return conv(x, weight, bias, 1, padding, dilation, groups)
+        return conv(x, weight, bias, stride, padding, dilation, groups)
     outs = [conv(x[:, i * cig:(i + 1) * cig], weight[i * cog:(i + 1) * cog],
-                 None if bias is None else bias[i * cog:(i + 1) * cog], 1, padding, dilation)
+                 None if bias is None else bias[i * cog:(i + 1) * cog], stride, padding, dilation)
             for i in range(groups)]
     return torch.cat(outs, 1)
 
@@ -479,15 +479,9 @@ class SplitGroupConv(nn.Module):
         super().__init__()
         self.weight, self.bias = conv.weight, conv.bias
         self.groups, self.stride, self.padding, self.dilation = conv.groups, conv.stride, conv.padding, conv.dilation
-        self.fn = F.conv1d if isinstance(conv, nn.Conv1d) else F.conv2d
 
     def forward(self, x):
-        cig, cog = self.weight.shape[1], self.weight.shape[0] // self.groups
-        outs = [self.fn(x[:, i * cig:(i + 1) * cig], self.weight[i * cog:(i + 1) * cog],
-                        None if self.bias is None else self.bias[i * cog:(i + 1) * cog],
-                        self.stride, self.padding, self.dilation)
-                for i in range(self.groups)]
-        return torch.cat(outs, 1)
+        return grouped_conv(x, self.weight, self.bias, self.groups, self.padding, self.dilation, self.stride)
 
 
 def _misaligned_groups(conv) -> bool:
