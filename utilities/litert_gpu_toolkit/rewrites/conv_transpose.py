@@ -240,6 +240,14 @@ def grouped_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
 
 # ------------------------------------------------------------------------------------- zero-stuff
 
+def _from_conv_transpose(cls, m):
+    """Build a rewrite class (`cls(spec, weight, bias)`) from an nn.ConvTranspose of its dimension."""
+    spec = ConvTSpec.of(m)
+    if spec.ndim != cls._ndim:
+        raise TypeError(f"{cls.__name__} needs a ConvTranspose{cls._ndim}d, got {type(m).__name__}")
+    return cls(spec, m.weight, m.bias)
+
+
 class _ZeroStuffConvT(nn.Module):
     def __init__(self, spec: ConvTSpec, weight: torch.Tensor, bias: torch.Tensor | None):
         super().__init__()
@@ -252,12 +260,7 @@ class _ZeroStuffConvT(nn.Module):
         self.weight = nn.Parameter(w.contiguous(), requires_grad=weight.requires_grad)
         self.bias = None if bias is None else nn.Parameter(bias.detach().clone(), requires_grad=bias.requires_grad)
 
-    @classmethod
-    def from_conv_transpose(cls, m) -> "_ZeroStuffConvT":
-        spec = ConvTSpec.of(m)
-        if spec.ndim != cls._ndim:
-            raise TypeError(f"{cls.__name__} needs a ConvTranspose{cls._ndim}d, got {type(m).__name__}")
-        return cls(spec, m.weight, m.bias)
+    from_conv_transpose = classmethod(lambda cls, m: _from_conv_transpose(cls, m))
 
     def forward(self, x: torch.Tensor, output_size=None) -> torch.Tensor:
         spec = self.spec
@@ -338,12 +341,7 @@ class _PolyphaseConvT(nn.Module):
                                                 else bias.detach().repeat_interleave(self.phases))
         self.register_buffer("phase_bias", phase_bias, persistent=False)
 
-    @classmethod
-    def from_conv_transpose(cls, m) -> "_PolyphaseConvT":
-        spec = ConvTSpec.of(m)
-        if spec.ndim != cls._ndim:
-            raise TypeError(f"{cls.__name__} needs a ConvTranspose{cls._ndim}d, got {type(m).__name__}")
-        return cls(spec, m.weight, m.bias)
+    from_conv_transpose = classmethod(lambda cls, m: _from_conv_transpose(cls, m))
 
     def forward(self, x: torch.Tensor, output_size=None) -> torch.Tensor:
         spec = self.spec
