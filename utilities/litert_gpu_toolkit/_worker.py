@@ -1,20 +1,102 @@
-"""Child-process side of `runtime.compile_and_run` (internal; run as `python -m litert_gpu_toolkit._worker DIR`).
+"""Child-process side of `runtime.compile_and_run` (internal; run as
+`python -m litert_gpu_toolkit._worker DIR [PARENT_FD]`).
 
 Reads DIR/request.json and DIR/inputs.npz, compiles once, runs each requested signature, writes
 DIR/outputs.npz and DIR/result.json. Anything the native runtime prints goes to stderr, which the
 parent captures. A crash here leaves no result.json, which the parent reports as a crash.
+
+Lifetime: the child must never outlive the process that asked for it. With PARENT_FD (the read end
+of a pipe whose write end only the parent holds) this process becomes a small supervisor: it forks
+the real worker (which asks the kernel for SIGKILL when the supervisor dies, PR_SET_PDEATHSIG on
+Linux) and waits for either the worker to finish (its exit status is passed on unchanged, a
+signal death included) or the pipe to reach end-of-file, which happens the moment the parent
+dies for any reason, SIGKILL included. Then it kills the worker and removes DIR.
 """
 from __future__ import annotations
 
 import json
 import os
+import select
+import shutil
+import signal
 import statistics
 import sys
 import time
 import traceback
 from pathlib import Path
 
-import numpy as np
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> bool:
+    """Ask the kernel to send `sig` to this process when its parent exits (Linux only). True if set."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _wait_for_child_or_parent(pid: int, parent_fd: int) -> int | None:
+    """Block until the worker `pid` exits (return its wait status) or the parent's pipe closes (None)."""
+    pidfd = None
+    if hasattr(os, "pidfd_open"):
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            pidfd = None
+    try:
+        while True:
+            watch = [parent_fd] + ([pidfd] if pidfd is not None else [])
+            ready, _, _ = select.select(watch, [], [], None if pidfd is not None else 0.2)
+            if parent_fd in ready and not os.read(parent_fd, 1):
+                return None  # end-of-file: the parent is gone
+            done, status = os.waitpid(pid, 0 if pidfd is not None and pidfd in ready else os.WNOHANG)
+            if done:
+                return status
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def supervise(work: Path, parent_fd: int) -> int:
+    """Run `main(work)` in a forked worker that dies with us; we die (and clean up) with the parent."""
+    me = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # the worker
+        code = 1
+        try:
+            os.close(parent_fd)
+            die_with_parent()
+            if os.getppid() != me:  # the supervisor died before prctl took effect
+                os._exit(1)
+            code = main(work)
+        except BaseException:  # noqa: BLE001 - a child must never unwind into the supervisor's code
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    status = _wait_for_child_or_parent(pid, parent_fd)
+    if status is None:  # the parent died: nobody will read the results, and nothing may be left behind
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        shutil.rmtree(work, ignore_errors=True)
+        return 1
+    if os.WIFSIGNALED(status):  # pass a signal death on as our own, so the parent sees the same -N
+        sig = os.WTERMSIG(status)
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # those two cannot be caught and need no reset
+            signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        return 128 + sig
+    return os.waitstatus_to_exitcode(status)
 
 
 def _write(work: Path, payload: dict) -> None:
@@ -23,8 +105,9 @@ def _write(work: Path, payload: dict) -> None:
     tmp.replace(work / "result.json")
 
 
-# Test double (tests only): LITERT_GPU_TOOLKIT_TEST_FAULT=crash|hang[@cpu|@gpu|@gpu+cpu] makes this child abort
-# (SIGABRT) or hang after compiling, before the first run, so tests can prove the parent survives both.
+# Test double (tests only): LITERT_GPU_TOOLKIT_TEST_FAULT=crash|hang|oom[@cpu|@gpu|@gpu+cpu] makes this child abort
+# (SIGABRT), hang, or SIGKILL itself the way the kernel's out-of-memory killer would, after compiling and before
+# the first run, so tests can prove the parent survives each and reports it truthfully.
 # "@gpu" matches both GPU accelerator sets; no suffix matches every child. Never set it outside tests.
 TEST_FAULT_ENV = "LITERT_GPU_TOOLKIT_TEST_FAULT"
 
@@ -39,6 +122,8 @@ def _test_fault(accelerator: str) -> None:
     print(f"{TEST_FAULT_ENV}={spec}: injecting a {fault} on purpose (test double)", file=sys.stderr, flush=True)
     if fault == "crash":
         os.abort()
+    if fault == "oom":
+        os.kill(os.getpid(), signal.SIGKILL)
     if fault == "hang":
         while True:
             time.sleep(60)
@@ -65,6 +150,8 @@ def _resize_inputs(model, index: int, key: str, in_details: dict, sig: dict, arr
 
 
 def main(work: Path) -> int:
+    import numpy as np
+
     request = json.loads((work / "request.json").read_text())
     _stage(work, "compile")
     from ai_edge_litert.compiled_model import CompiledModel
@@ -145,4 +232,6 @@ def main(work: Path) -> int:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2:
+        sys.exit(supervise(Path(sys.argv[1]), int(sys.argv[2])))
     sys.exit(main(Path(sys.argv[1])))

@@ -34,6 +34,10 @@ STATUS_COMPILE_ERROR = "compile_error" # compile raised for another reason
 STATUS_RUN_ERROR = "run_error"         # compiled, but running a signature raised
 STATUS_CRASH = "crash"                 # the child died on a signal / exited abnormally
 STATUS_TIMEOUT = "timeout"             # the child hung past the timeout
+STATUS_KILLED = "killed"               # the child was killed from outside (SIGKILL: out of memory?, SIGTERM)
+
+# signals that come from outside the runtime (the OOM killer, a user, a scheduler): not the model's fault
+OUTSIDE_SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 _NO_GPU_PATTERNS = (
     "No adapters found",
@@ -199,16 +203,7 @@ def compile_and_run(
         child_env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, child_env.get("PYTHONPATH")) if p)
         stderr_path = work / "stderr.txt"
         start = time.perf_counter()
-        with open(stderr_path, "wb") as err:
-            proc = subprocess.Popen([sys.executable, "-m", "litert_gpu_toolkit._worker", str(work)],
-                                    stdout=err, stderr=err, env=child_env, start_new_session=True)
-            try:
-                returncode = proc.wait(timeout=timeout)
-                timed_out = False
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                returncode = proc.wait()
-                timed_out = True
+        returncode, timed_out = _run_worker(work, stderr_path, child_env, timeout)
         wall = time.perf_counter() - start
         log = stderr_path.read_text(errors="replace")
         payload = None
@@ -222,6 +217,9 @@ def compile_and_run(
         stage = stage_path.read_text().strip() if stage_path.exists() else None
         if timed_out:
             status = STATUS_TIMEOUT
+        elif returncode < 0 and -returncode in OUTSIDE_SIGNALS:
+            status = STATUS_KILLED
+            payload = None
         elif returncode != 0 and (payload is None or payload.get("status") == "ok"):
             status = STATUS_CRASH
             payload = None
@@ -232,6 +230,10 @@ def compile_and_run(
         during = f" during {stage.replace(':', ' of signature ', 1)}" if stage else ""
         if status == STATUS_TIMEOUT:
             result.error = f"the runtime did not finish within {timeout:.0f} s (killed{during})"
+        elif status == STATUS_KILLED:
+            name = signal.Signals(-returncode).name
+            result.error = (f"the runtime process was killed from outside (signal {-returncode} {name}{during}; "
+                            f"{'out of memory? ' if name == 'SIGKILL' else ''}not a model fault)")
         elif status == STATUS_CRASH:
             how = (f"killed by signal {signal.Signals(-returncode).name}" if returncode < 0
                    else f"exited with status {returncode}")
@@ -252,6 +254,43 @@ def compile_and_run(
                     times = [t for k, t in payload.get("entry_s", []) if k == sig]
                     result.run_s[sig] = float(np.median(times)) if times else result.run_s[sig]
         return result
+
+
+def _run_worker(work: Path, stderr_path: Path, env: dict[str, str], timeout: float) -> tuple[int, bool]:
+    """Start the worker for `work` and wait for it: (returncode, timed out).
+
+    The worker runs in its own session (a native crash or hang cannot take this process with it) and
+    is tied to this process by a pipe whose write end only we hold: when we die for any reason the
+    worker sees end-of-file, kills itself and removes `work` (see `_worker.supervise`). When we are
+    interrupted (Ctrl-C) or time out, its whole process group is killed here before returning.
+    """
+    watch_r, watch_w = os.pipe()
+    try:
+        with open(stderr_path, "wb") as err:
+            proc = subprocess.Popen([sys.executable, "-m", "litert_gpu_toolkit._worker", str(work), str(watch_r)],
+                                    stdout=err, stderr=err, env=env, start_new_session=True, pass_fds=(watch_r,))
+        os.close(watch_r)
+        watch_r = -1
+        try:
+            return proc.wait(timeout=timeout), False
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            return proc.wait(), True
+        except BaseException:  # KeyboardInterrupt, SystemExit: the worker must not outlive the call
+            _kill_group(proc)
+            proc.wait()
+            raise
+    finally:
+        for fd in (watch_r, watch_w):
+            if fd >= 0:
+                os.close(fd)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def probe_gpu(timeout: float = 120.0, env: dict[str, str] | None = None) -> RunResult:
