@@ -27,13 +27,11 @@ Exit status of the `check` command: 0 PASS; 1 FALLBACK, COMPILE_FAIL or NUMERICS
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import platform
 import re
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -42,11 +40,12 @@ import numpy as np
 
 from .lint import lint_for_mobile, phone_risk_line
 from . import symptoms as symptom_table
-from .inputs import InputError, make_inputs, model_signatures, parse_int_range_args, parse_shape_args, split_by_signature
+from .inputs import InputError, make_inputs, model_signatures, split_by_signature
 from .metrics import Comparison, compare
 from .model_info import InvalidModelError, ModelInfo, read_model_info
 from .recipe import residency
-from .runtime import (STATUS_CRASH, STATUS_NO_GPU, STATUS_OPS_REJECTED, STATUS_TIMEOUT, RunResult,
+from .ops import REDUCTION_OPS
+from .runtime import (STATUS_CRASH, STATUS_KILLED, STATUS_NO_GPU, STATUS_OPS_REJECTED, STATUS_TIMEOUT, RunResult,
                       compile_and_run)
 
 PASS, FALLBACK, COMPILE_FAIL, NUMERICS_FAIL, NO_GPU, INVALID_MODEL = (
@@ -54,9 +53,6 @@ PASS, FALLBACK, COMPILE_FAIL, NUMERICS_FAIL, NO_GPU, INVALID_MODEL = (
 VERDICTS = (PASS, FALLBACK, COMPILE_FAIL, NUMERICS_FAIL, NO_GPU, INVALID_MODEL)
 EXIT_CODES = {PASS: 0, FALLBACK: 1, COMPILE_FAIL: 1, NUMERICS_FAIL: 1, INVALID_MODEL: 2, NO_GPU: 3}
 PRECISIONS = ("fp16", "fp32")
-# ops whose fp16 accumulation / intermediate can pass 65504: named when the numbers go wrong
-REDUCTION_OPS = ("MEAN", "SUM", "SQUARED_DIFFERENCE", "RSQRT", "SQRT", "POW", "REDUCE_PROD", "L2_NORMALIZATION",
-                 "SOFTMAX", "LOG_SOFTMAX", "BATCH_MATMUL", "FULLY_CONNECTED")
 _LOG_NOISE = ("RegisterAccelerator", "DestroyAccelerator", "compiler_plugin", "_registry.cc", "Creating LiteRT "
               "environment", "Adding options to the existing", "libLiteRtCompilerPlugin", "Logging before InitGoogle",
               "All log messages before absl", "artificially reduced from", "Failed to load OpenCL",
@@ -295,6 +291,95 @@ def _suggest_for_numerics(info: ModelInfo, failures: list[tuple[str, str, str, s
     return out
 
 
+class _Verdict(Exception):
+    """Raised by a step that has reached the verdict: (verdict, summary)."""
+
+    def __init__(self, verdict: str, summary: str):
+        super().__init__(summary)
+        self.verdict, self.summary = verdict, summary
+
+
+@dataclass
+class _Context:
+    """What the steps of one check share: the report being filled, the runs so far, the clock."""
+    model: str | os.PathLike | bytes
+    label: str
+    report: Report
+    tol: Tolerance
+    precisions: tuple[str, ...]
+    timeout: float
+    t_start: float
+    runs: dict[str, RunResult] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    findings: list = field(default_factory=list)
+
+    def run(self, label: str, accelerator: str, feeds, enforce_f32: bool = False) -> RunResult:
+        r = compile_and_run(self.model, feeds, accelerator=accelerator, enforce_f32=enforce_f32, timeout=self.timeout)
+        self.runs[label] = r
+        self.timings[label] = r.wall_s
+        return r
+
+    def finish(self, verdict: str, summary: str) -> Report:
+        report = self.report
+        report.verdict, report.summary = verdict, summary
+        if verdict == PASS and self.findings:
+            report.phone_risk = phone_risk_line(self.findings)
+        report.environment = _environment(self.runs)
+        report.runs = {label: _run_entry(r) for label, r in self.runs.items()}
+        report.outputs = {label: r.outputs for label, r in self.runs.items() if r.outputs}
+        self.timings["total"] = time.perf_counter() - self.t_start
+        report.timings = {k: round(v, 4) for k, v in self.timings.items()}
+        return report
+
+
+@dataclass
+class PreparedInputs:
+    """Step 2's result: the arrays to feed and the caller's reference outputs, per signature."""
+    feeds: dict[str, dict[str, np.ndarray]]
+    signatures: list
+    references: dict[str, dict[str, np.ndarray]]
+
+
+@dataclass
+class GpuRuns:
+    """Step 4's result: the strict GPU-only run and the labels of every GPU run that produced outputs."""
+    strict: RunResult
+    labels: list[str]                    # e.g. ["gpu_fp16", "gpu_fp32"] or ["gpu_fp16+cpu", ...]
+
+    @property
+    def fell_back(self) -> bool:
+        """The strict compile rejected ops, and a GPU+CPU compile ran instead."""
+        return self.strict.status == STATUS_OPS_REJECTED and bool(self.labels)
+
+
+@dataclass
+class NumericFailure:
+    """One GPU output outside tolerance: run label, signature, output name, symptom."""
+    label: str
+    signature: str
+    output: str
+    symptom: str                         # "nonfinite" | "all_zero" | "degraded"
+
+    def as_tuple(self) -> tuple[str, str, str, str]:
+        return (self.label, self.signature, self.output, self.symptom)
+
+
+@dataclass
+class Numerics:
+    """Step 5's result."""
+    failures: list[NumericFailure] = field(default_factory=list)
+    labels_ok: dict[str, bool] = field(default_factory=dict)
+    suspected_fallback: list[str] = field(default_factory=list)   # "sig/name" bit-identical to the CPU
+    cpu_mismatches: list[str] = field(default_factory=list)       # problems: the CPU already differs from reference
+
+    @property
+    def wrong(self) -> bool:
+        return bool(self.failures or self.cpu_mismatches)
+
+    def kinds(self) -> list[str]:
+        return sorted({f.symptom for f in self.failures})
+
+
 def check_gpu_compatibility(
     model: str | os.PathLike | bytes,
     *,
@@ -312,51 +397,64 @@ def check_gpu_compatibility(
     """Check `model` (.tflite path or bytes) for GPU residency and numerics; never raises for a bad model or runtime.
 
     inputs:    {name: array}, {"sig/name": array}, {sig: {name: array}} or an .npz path (default: seeded random)
-    reference: the source model's outputs, same forms with output names; GPU and CPU are compared to it
+    reference: the source model's outputs, same forms with output names; GPU and CPU are compared to them
     shapes / int_ranges: per input name, for dynamic dims (default 1) and integer value ranges
     min_corr / rtol / atol: the tolerance (see `Tolerance`); precisions: GPU precisions to run
     timeout:   seconds allowed per compile+run child process
-    Raises `InputError` (a ValueError) only when the caller's arrays / shapes / ranges do not fit the model.
+    Raises `InputError` (a ValueError) only when the caller's arrays / shapes / ranges / settings do not fit
+    the model or make no sense (min_corr outside (0, 1], a negative tolerance, timeout <= 0, seed < 0).
     """
-    t_start = time.perf_counter()
+    validate_settings(min_corr=min_corr, rtol=rtol, atol=atol, timeout=timeout, seed=seed)
     precisions = tuple(p for p in PRECISIONS if p in precisions) or ("fp16",)
     tol = Tolerance(min_corr=min_corr, rtol=rtol, atol=atol)
-    timings: dict[str, float] = {}
     label = "<bytes>" if isinstance(model, (bytes, bytearray)) else str(model)
-    report = Report(model=label, verdict=INVALID_MODEL, summary="",
-                    tolerance={**asdict(tol), "text": tol.describe()})
-    runs: dict[str, RunResult] = {}
-    findings: list = []
+    report = Report(model=label, verdict=INVALID_MODEL, summary="", tolerance={**asdict(tol), "text": tol.describe()})
+    ctx = _Context(model, label, report, tol, precisions, timeout, time.perf_counter())
+    try:
+        info = _step_static(ctx)
+        prepared = _step_inputs(ctx, info, inputs, reference, seed, shapes, int_ranges)
+        cpu = _step_cpu_reference(ctx, prepared)
+        gpu = _step_gpu(ctx, info, prepared)
+        numerics = _step_numerics(ctx, prepared, cpu, gpu)
+        verdict, summary = _step_verdict(ctx, info, gpu, numerics)
+    except _Verdict as v:
+        verdict, summary = v.verdict, v.summary
+    return ctx.finish(verdict, summary)
 
-    def finish(verdict: str, summary: str) -> Report:
-        report.verdict, report.summary = verdict, summary
-        if verdict == PASS and findings:
-            report.phone_risk = phone_risk_line(findings)
-        report.environment = _environment(runs)
-        report.runs = {label: _run_entry(r) for label, r in runs.items()}
-        report.outputs = {label: r.outputs for label, r in runs.items() if r.outputs}
-        timings["total"] = time.perf_counter() - t_start
-        report.timings = {k: round(v, 4) for k, v in timings.items()}
-        return report
 
-    # 1. static inspection
+def validate_settings(*, min_corr=None, rtol=None, atol=None, timeout=None, seed=None) -> None:
+    """Raise `InputError` for check settings that make no sense (the CLI refuses them the same way)."""
+    if min_corr is not None and not (isinstance(min_corr, (int, float)) and 0 < min_corr <= 1):
+        raise InputError(f"min_corr must be in (0, 1], got {min_corr!r}")
+    for name, value in (("rtol", rtol), ("atol", atol)):
+        if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+            raise InputError(f"{name} must be a finite number >= 0, got {value!r}")
+    if timeout is not None and not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+        raise InputError(f"timeout must be a finite number of seconds > 0, got {timeout!r}")
+    if seed is not None and not (isinstance(seed, (int, np.integer)) and seed >= 0):
+        raise InputError(f"seed must be an integer >= 0, got {seed!r}")
+
+
+def _step_static(ctx: _Context) -> ModelInfo:
+    """1. Read the flatbuffer (no runtime): ops, tensors, signatures, the mobile lint."""
+    report = ctx.report
     t0 = time.perf_counter()
     try:
-        info = read_model_info(model)
+        info = read_model_info(ctx.model)
     except InvalidModelError as exc:
-        timings["static"] = time.perf_counter() - t0
+        ctx.timings["static"] = time.perf_counter() - t0
         report.problems.append(str(exc))
-        return finish(INVALID_MODEL, str(exc))
-    timings["static"] = time.perf_counter() - t0
+        raise _Verdict(INVALID_MODEL, str(exc)) from None
+    ctx.timings["static"] = time.perf_counter() - t0
     report.static = _static(info)
     try:
-        findings = lint_for_mobile(info)
+        ctx.findings = lint_for_mobile(info)
     except (IndexError, KeyError, ValueError) as exc:  # a graph too broken to walk; the runtime will say more
         report.warnings.append(f"mobile lint skipped: the graph cannot be walked ({type(exc).__name__}: {exc})")
-    report.phone_risks = [f.to_dict() for f in findings]
+    report.phone_risks = [f.to_dict() for f in ctx.findings]
     if not info.num_ops:
         report.problems.append("the model has no operators")
-        return finish(INVALID_MODEL, f"{label}: the model has no operators")
+        raise _Verdict(INVALID_MODEL, f"{ctx.label}: the model has no operators")
     if not info.signatures:
         report.warnings.append("the model has no signature defs; checking graph 0 through the runtime's "
                                "placeholder signature (inputs and outputs named by tensor name)")
@@ -364,8 +462,11 @@ def check_gpu_compatibility(
     if big:
         report.warnings.append(f"{len(big)} tensor(s) above rank 4 (the GPU handles rank <= 4): "
                                + ", ".join(f"{b['tensor']} {b['shape']}" for b in big[:5]))
+    return info
 
-    # 2. inputs (the caller's mistakes raise InputError: they are not the model's fault)
+
+def _step_inputs(ctx: _Context, info: ModelInfo, inputs, reference, seed, shapes, int_ranges) -> PreparedInputs:
+    """2. The arrays to feed; the caller's mistakes raise InputError (they are not the model's fault)."""
     t0 = time.perf_counter()
     feeds, specs, input_warnings = make_inputs(info, inputs, seed=seed, shapes=shapes, int_ranges=int_ranges)
     sigs = model_signatures(info)
@@ -373,72 +474,98 @@ def check_gpu_compatibility(
     for s in sigs:
         for name, arr in refs.get(s.key, {}).items():
             t = s.outputs[name]
-            if not t.is_dynamic and np.size(arr) != int(np.prod(t.shape)):
+            if t.is_dynamic:
+                continue
+            if np.size(arr) != int(np.prod(t.shape)):
                 raise InputError(f"reference for {s.key}/{name} has shape {list(np.shape(arr))}; "
                                  f"the output is {list(t.shape)}")
-    report.inputs = [s.to_dict() for s in specs]
-    report.warnings += input_warnings
-    timings["inputs"] = time.perf_counter() - t0
+            if [d for d in np.shape(arr) if d != 1] != [d for d in t.shape if d != 1]:
+                raise InputError(f"reference for {s.key}/{name} has shape {list(np.shape(arr))}: the right size "
+                                 f"but not the output's shape {list(t.shape)} (only size-1 axes may differ)")
+    ctx.report.inputs = [s.to_dict() for s in specs]
+    ctx.report.warnings += input_warnings
+    ctx.timings["inputs"] = time.perf_counter() - t0
+    return PreparedInputs(feeds, sigs, refs)
 
-    def run(label: str, accelerator: str, enforce_f32: bool = False) -> RunResult:
-        r = compile_and_run(model, feeds, accelerator=accelerator, enforce_f32=enforce_f32, timeout=timeout)
-        runs[label] = r
-        timings[label] = r.wall_s
-        return r
 
-    # 3. CPU reference: also proves LiteRT can run the file at all
-    cpu = run("cpu", "cpu")
+def _step_cpu_reference(ctx: _Context, prepared: PreparedInputs) -> RunResult:
+    """3. CPU compile + run: the fp32 reference, and proof that LiteRT can run the file at all."""
+    report = ctx.report
+    cpu = ctx.run("cpu", "cpu", prepared.feeds)
+    if cpu.status == STATUS_KILLED:
+        report.log_tail = interesting_tail(cpu.log)
+        report.problems.append(f"the CPU runtime process: {cpu.error}")
+        raise _Verdict(COMPILE_FAIL, f"the CPU reference run did not finish: {cpu.error}; rerun with more memory")
     if not cpu.ok:
         report.log_tail = interesting_tail(cpu.log)
         what = {STATUS_CRASH: "the CPU runtime crashed", STATUS_TIMEOUT: "the CPU runtime hung"}.get(
             cpu.status, "LiteRT could not compile or run the model on the CPU")
         report.problems.append(f"{what} ({cpu.status}): {error_brief(cpu)}")
-        return finish(INVALID_MODEL, f"{what} ({cpu.status}): {error_brief(cpu)}")
+        raise _Verdict(INVALID_MODEL, f"{what} ({cpu.status}): {error_brief(cpu)}")
     for sig, outs in cpu.outputs.items():
         for name, arr in outs.items():
             bad = int(np.size(arr) - np.count_nonzero(np.isfinite(np.asarray(arr, dtype=np.float64))))
             if bad:
                 report.warnings.append(f"{sig}/{name}: the CPU reference itself has {bad} non-finite value(s) "
                                        "(the model or the inputs, not the GPU)")
+    return cpu
 
-    # 4. strict GPU-only compile + run, per precision; fallback only when the strict compile fails
-    strict = run(f"gpu_{precisions[0]}", "gpu", enforce_f32=precisions[0] == "fp32")
+
+def _step_gpu(ctx: _Context, info: ModelInfo, prepared: PreparedInputs) -> GpuRuns:
+    """4. Strict GPU-only compile + run per precision; a GPU+CPU fallback only when the strict compile fails."""
+    report, precisions = ctx.report, ctx.precisions
+    strict = ctx.run(f"gpu_{precisions[0]}", "gpu", prepared.feeds, enforce_f32=precisions[0] == "fp32")
     if strict.status == STATUS_NO_GPU:
         report.log_tail = interesting_tail(strict.log)
         report.problems.append(f"no GPU adapter / GPU backend: {strict.gpu.no_gpu_reason}")
-        return finish(NO_GPU, f"no usable GPU: {strict.gpu.no_gpu_reason}")
-    gpu_labels: list[str] = []
+        raise _Verdict(NO_GPU, f"no usable GPU: {strict.gpu.no_gpu_reason}")
+    labels: list[str] = []
     if strict.ok:
-        gpu_labels.append(f"gpu_{precisions[0]}")
+        labels.append(f"gpu_{precisions[0]}")
         report.residency = residency(info, strict).to_dict()
         for p in precisions[1:]:
-            r = run(f"gpu_{p}", "gpu", enforce_f32=p == "fp32")
+            r = ctx.run(f"gpu_{p}", "gpu", prepared.feeds, enforce_f32=p == "fp32")
             if r.ok:
-                gpu_labels.append(f"gpu_{p}")
+                labels.append(f"gpu_{p}")
             else:
                 report.warnings.append(f"strict GPU {p} compile/run failed ({r.status}) although {precisions[0]} "
                                        f"passed: {error_brief(r)}")
     else:
         report.log_tail = interesting_tail(strict.log)
-        if strict.status != STATUS_TIMEOUT:  # a hang would only hang again
+        if strict.status not in (STATUS_TIMEOUT, STATUS_KILLED):  # a hang would only hang again
             for p in precisions:
-                r = run(f"gpu_{p}+cpu", "gpu+cpu", enforce_f32=p == "fp32")
+                r = ctx.run(f"gpu_{p}+cpu", "gpu+cpu", prepared.feeds, enforce_f32=p == "fp32")
                 if r.ok:
-                    gpu_labels.append(f"gpu_{p}+cpu")
-        fallback_run = next((runs[lbl] for lbl in gpu_labels), None)
+                    labels.append(f"gpu_{p}+cpu")
+        fallback_run = next((ctx.runs[lbl] for lbl in labels), None)
         report.residency = residency(info, fallback_run or strict).to_dict()
     rejected_from = strict if strict.gpu.rejected else next(
-        (runs[lbl] for lbl in gpu_labels if runs[lbl].gpu.rejected), strict)
+        (ctx.runs[lbl] for lbl in labels if ctx.runs[lbl].gpu.rejected), strict)
     hist = info.op_histogram()
     report.unsupported_ops = [{"op": r.op, "reason": r.reason, "in_graph": hist.get(r.op, 0)}
                               for r in rejected_from.gpu.rejected]
+    return GpuRuns(strict, labels)
 
-    # 5. numerics: every GPU run against the CPU fp32 reference (and against `reference`)
+
+def _looks_like_cpu_fallback(label: str, cmp_entry: dict, ref: np.ndarray) -> bool:
+    """A strict fp16 GPU output bit-identical to CPU fp32 suggests the CPU ran it -- unless identity is expected:
+    fewer than two distinct finite values (all inf / nan, constant, all zero), or integer-valued outputs."""
+    if not (label == "gpu_fp16" and cmp_entry.get("bit_identical") and np.issubdtype(ref.dtype, np.floating)
+            and np.size(ref) > 1):
+        return False
+    r = np.asarray(ref, dtype=np.float64)
+    finite = r[np.isfinite(r)]
+    if np.unique(finite[:4096]).size < 2:
+        return False
+    return not bool(np.all(finite == np.round(finite)))
+
+
+def _step_numerics(ctx: _Context, prepared: PreparedInputs, cpu: RunResult, gpu: GpuRuns) -> Numerics:
+    """5. Every GPU run against the CPU fp32 reference, and every run against the caller's reference."""
+    report, runs, tol = ctx.report, ctx.runs, ctx.tol
     t0 = time.perf_counter()
-    failures: list[tuple[str, str, str, str]] = []
-    labels_ok = {lbl: True for lbl in gpu_labels}
-    suspected_fallback: list[str] = []
-    for s in sigs:
+    num = Numerics(labels_ok={lbl: True for lbl in gpu.labels})
+    for s in prepared.signatures:
         outs = report.signatures.setdefault(s.key, {})
         for name in s.outputs:
             ref_cpu = cpu.outputs.get(s.key, {}).get(name)
@@ -446,59 +573,65 @@ def check_gpu_compatibility(
                 continue
             entry = outs.setdefault(name, {"shape": list(np.shape(ref_cpu)), "dtype": str(ref_cpu.dtype),
                                            "vs_cpu": {}, "vs_reference": {}})
-            for lbl in gpu_labels:
+            for lbl in gpu.labels:
                 got = runs[lbl].outputs.get(s.key, {}).get(name)
                 if got is None:
                     continue
                 c = _compare_entry(got, ref_cpu, tol)
-                c["suspected_cpu_fallback"] = bool(
-                    lbl == "gpu_fp16" and c.get("bit_identical") and np.issubdtype(ref_cpu.dtype, np.floating)
-                    and np.size(ref_cpu) > 1)
+                c["suspected_cpu_fallback"] = _looks_like_cpu_fallback(lbl, c, ref_cpu)
                 entry["vs_cpu"][lbl] = c
                 if c["suspected_cpu_fallback"]:
-                    suspected_fallback.append(f"{s.key}/{name}")
+                    num.suspected_fallback.append(f"{s.key}/{name}")
                 if not c["within_tolerance"]:
-                    failures.append((lbl, s.key, name, c["symptom"]))
-                    labels_ok[lbl] = False
-            ref = refs.get(s.key, {}).get(name)
-            if ref is not None:
-                for lbl in ["cpu", *gpu_labels]:
-                    got = runs[lbl].outputs.get(s.key, {}).get(name)
-                    if got is None:
-                        continue
-                    c = _compare_entry(got, ref, tol)
-                    if "error" in c:  # the caller's array does not have the output's shape
-                        raise InputError(f"reference for {s.key}/{name}: {c['error']}")
-                    entry["vs_reference"][lbl] = c
-                    if not c["within_tolerance"]:
-                        if lbl == "cpu":
-                            report.problems.append(
-                                f"{s.key}/{name}: the CPU result already differs from the reference "
-                                f"({c['symptom']}, corr {c.get('corr')}): the conversion changed the numbers, "
-                                "not the GPU")
-                        else:
-                            failures.append((f"{lbl} vs reference", s.key, name, c["symptom"]))
-    if suspected_fallback:
+                    num.failures.append(NumericFailure(lbl, s.key, name, c["symptom"]))
+                    num.labels_ok[lbl] = False
+            ref = prepared.references.get(s.key, {}).get(name)
+            if ref is None:
+                continue
+            for lbl in ["cpu", *gpu.labels]:
+                got = runs[lbl].outputs.get(s.key, {}).get(name)
+                if got is None:
+                    continue
+                c = _compare_entry(got, ref, tol)
+                if "error" in c:  # the caller's array does not have the output's shape
+                    raise InputError(f"reference for {s.key}/{name}: {c['error']}")
+                entry["vs_reference"][lbl] = c
+                if c["within_tolerance"]:
+                    continue
+                if lbl == "cpu":
+                    problem = (f"{s.key}/{name}: the CPU result already differs from the reference "
+                               f"({c['symptom']}, corr {c.get('corr')}): the conversion changed the numbers, "
+                               "not the GPU")
+                    report.problems.append(problem)
+                    num.cpu_mismatches.append(problem)
+                else:
+                    num.failures.append(NumericFailure(f"{lbl} vs reference", s.key, name, c["symptom"]))
+    if num.suspected_fallback:
         report.warnings.append("suspected silent CPU fallback: the GPU fp16 output is bit-identical to CPU fp32 "
-                               f"for {', '.join(suspected_fallback)} (real fp16 execution drifts in the last digits)")
-    timings["compare"] = time.perf_counter() - t0
-    cpu_ref_bad = any("already differs from the reference" in p for p in report.problems)
-    if cpu_ref_bad:
+                               f"for {', '.join(num.suspected_fallback)} (real fp16 execution drifts in the last "
+                               "digits)")
+    ctx.timings["compare"] = time.perf_counter() - t0
+    if num.cpu_mismatches:
         report.suggestions.append({"symptom": "conversion_mismatch",
                                    "seen": "the converted graph on CPU differs from the source model",
                                    "cause": "the conversion (or a rewrite) changed the math; the GPU is not involved",
-                                   "evidence": [p for p in report.problems if "already differs" in p],
-                                   "rewrites": ["bisect"], "upstream": None})
-    for lbl, sig, name, kind in failures:
-        report.problems.append(f"{sig}/{name} on {lbl}: outside tolerance ({kind.replace('_', '-')})")
+                                   "evidence": list(num.cpu_mismatches), "rewrites": ["bisect"], "upstream": None})
+    for f in num.failures:
+        report.problems.append(f"{f.signature}/{f.output} on {f.label}: outside tolerance "
+                               f"({f.symptom.replace('_', '-')})")
+    return num
 
-    # 6. verdict + suggestions
+
+def _step_verdict(ctx: _Context, info: ModelInfo, gpu: GpuRuns, num: Numerics) -> tuple[str, str]:
+    """6. Verdict, summary and the suggested rewrites."""
+    report, runs, strict = ctx.report, ctx.runs, gpu.strict
     if report.unsupported_ops:
         report.suggestions = _suggest_for_rejections(info, report.unsupported_ops) + report.suggestions
-    if failures:
-        report.suggestions += _suggest_for_numerics(info, failures, labels_ok)
+    if num.failures:
+        report.suggestions += _suggest_for_numerics(info, [f.as_tuple() for f in num.failures], num.labels_ok)
     if not strict.ok:
-        how = {STATUS_CRASH: "crashed", STATUS_TIMEOUT: "hung"}.get(strict.status)
+        how = {STATUS_CRASH: "crashed", STATUS_TIMEOUT: "hung", STATUS_KILLED: "was killed from outside"}.get(
+            strict.status)
         if how:
             detail = f"the GPU runtime {how}: {strict.error}"
         elif strict.status == STATUS_OPS_REJECTED:
@@ -507,67 +640,19 @@ def check_gpu_compatibility(
         else:
             detail = f"strict GPU compile/run failed ({strict.status}): {error_brief(strict)}"
         report.problems.insert(0, detail)
-        fell_back = strict.status == STATUS_OPS_REJECTED and bool(gpu_labels)
-        if not fell_back and gpu_labels == [] and strict.status == STATUS_OPS_REJECTED:
+        if not gpu.labels and strict.status == STATUS_OPS_REJECTED:
             report.problems.append("the GPU+CPU fallback compile failed too: "
                                    + "; ".join(f"{lbl}: {error_brief(r)}" for lbl, r in runs.items() if "+cpu" in lbl))
-        verdict = FALLBACK if fell_back else COMPILE_FAIL
+        verdict = FALLBACK if gpu.fell_back else COMPILE_FAIL
         summary = f"{detail}; {report.residency['line']}" if report.residency else detail
-        if failures or cpu_ref_bad:
-            summary += "; numbers also wrong: " + ", ".join(sorted({k for *_, k in failures} or {"conversion"}))
-        return finish(verdict, summary)
-    if failures or cpu_ref_bad:
-        kinds = sorted({k for *_, k in failures}) or ["conversion mismatch"]
-        return finish(NUMERICS_FAIL, f"{report.residency['line']}, but the numbers are wrong: "
-                                     + ", ".join(k.replace("_", "-") for k in kinds))
+        if num.wrong:
+            summary += "; numbers also wrong: " + ", ".join(num.kinds() or ["conversion"])
+        return verdict, summary
+    if num.wrong:
+        kinds = num.kinds() or ["conversion mismatch"]
+        return NUMERICS_FAIL, (f"{report.residency['line']}, but the numbers are wrong: "
+                               + ", ".join(k.replace("_", "-") for k in kinds))
     worst = min((c.get("corr") for o in report.signatures.values() for e in o.values()
                  for c in e["vs_cpu"].values() if c.get("corr") is not None), default=None)
     corr_text = f"; min corr vs CPU {worst:.6f}" if worst is not None else ""
-    return finish(PASS, f"{report.residency['line']}; outputs within tolerance{corr_text}")
-
-
-# ---------------------------------------------------------------------------------------------- CLI
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", metavar="MODEL", help="the .tflite file to check")
-    p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT ('-' = stdout, no text)")
-    p.add_argument("--inputs", metavar="NPZ", help="input arrays (.npz keyed by input name or SIGNATURE/NAME); "
-                                                   "default: seeded random, integer ids kept in their table's range")
-    p.add_argument("--reference", metavar="NPZ", help="the source model's outputs (.npz keyed by output name or "
-                                                      "SIGNATURE/NAME): CPU and GPU are compared to them too")
-    p.add_argument("--min-corr", type=float, default=None, metavar="C",
-                   help="minimum Pearson correlation vs the reference (default 0.999 unless --rtol/--atol given)")
-    p.add_argument("--rtol", type=float, default=None, help="relative tolerance for an elementwise allclose test")
-    p.add_argument("--atol", type=float, default=None, help="absolute tolerance for an elementwise allclose test")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
-    p.add_argument("--shape", action="append", metavar="NAME=D0,D1,...",
-                   help="shape of a dynamic input (repeatable; dynamic dims default to 1)")
-    p.add_argument("--int-range", action="append", metavar="NAME=LOW:HIGH",
-                   help="value range [LOW, HIGH) of an integer input (repeatable; default: from the graph)")
-    p.add_argument("--fp16-only", action="store_true", help="skip the fp32 (enforce_f32) GPU run")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per compile+run child (default 600)")
-    p.add_argument("--full", action="store_true", help="print every detail even when the model passes")
-
-
-def run(args: argparse.Namespace) -> int:
-    from .report import print_report
-
-    explicit_tol = args.rtol is not None or args.atol is not None
-    min_corr = args.min_corr if args.min_corr is not None else (None if explicit_tol else 0.999)
-    try:
-        report = check_gpu_compatibility(
-            args.model, inputs=args.inputs, reference=args.reference, seed=args.seed,
-            shapes=parse_shape_args(args.shape), int_ranges=parse_int_range_args(args.int_range),
-            min_corr=min_corr, rtol=args.rtol, atol=args.atol,
-            precisions=("fp16",) if args.fp16_only else PRECISIONS, timeout=args.timeout)
-    except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.json == "-":
-        print(report.to_json())
-    else:
-        print_report(report, full=args.full)
-        if args.json:
-            report.to_json(args.json)
-            print(f"report written to {args.json}")
-    return EXIT_CODES[report.verdict]
+    return PASS, f"{report.residency['line']}; outputs within tolerance{corr_text}"

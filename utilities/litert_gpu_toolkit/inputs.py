@@ -34,6 +34,8 @@ from .model_info import ModelInfo, SignatureInfo, TensorInfo, numpy_dtype
 # the signature key ai-edge-litert 2.3.0 gives a model that has no signature defs (measured)
 PLACEHOLDER_SIGNATURE = "<placeholder signature>"
 DEFAULT_INT_RANGE = (0, 2)
+# random inputs above this many bytes in all are refused (a damaged or absurd shape), not allocated
+MAX_INPUT_BYTES = 1 << 30
 # ops that carry an index tensor through unchanged in value (the bound still applies after them)
 _INDEX_PASS_THROUGH = {"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "CAST"}
 _INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
@@ -108,13 +110,26 @@ def integer_bound(info: ModelInfo, tensor: int, subgraph: int = 0) -> tuple[int,
 
 def load_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such .npz file")
     try:
         with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: not a readable .npz ({exc})") from exc
+            if not hasattr(data, "files"):  # np.load read a bare .npy array
+                raise InputError(f"{path}: a single .npy array, not an .npz of named arrays (np.savez)")
+            arrays = {k: data[k] for k in data.files}
+    except InputError:
+        raise
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such .npz file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not an .npz file") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied") from None
+    except (OSError, ValueError, EOFError, KeyError) as exc:
+        raise InputError(f"{path}: not a readable .npz ({type(exc).__name__}: {exc})") from None
+    except Exception as exc:  # zipfile.BadZipFile and friends from a damaged archive
+        raise InputError(f"{path}: not a readable .npz ({type(exc).__name__}: {exc})") from None
+    if not arrays:
+        raise InputError(f"{path}: the .npz holds no arrays")
+    return arrays
 
 
 def split_by_signature(arrays, names: dict[str, list[str]], what: str = "input") -> dict[str, dict[str, np.ndarray]]:
@@ -166,7 +181,10 @@ def _resolve_shape(sig: str, name: str, t: TensorInfo, wanted) -> tuple[int, ...
 
 
 def _fit_array(sig: str, name: str, t: TensorInfo, arr: np.ndarray) -> np.ndarray:
-    want = numpy_dtype(t.dtype)
+    try:
+        want = numpy_dtype(t.dtype)
+    except TypeError as exc:
+        raise InputError(f"{sig}/{name}: {exc}") from None
     declared = t.shape_signature if t.is_dynamic else t.shape
     fits = len(arr.shape) == len(declared) and all(d < 0 or d == a for d, a in zip(declared, arr.shape))
     if not fits:
@@ -201,9 +219,17 @@ def make_inputs(info: ModelInfo, given=None, *, seed: int = 0, shapes: dict | No
             sig, _, name = key.rpartition("/")
             if not any(key in ns or (sig == s and name in ns) for s, ns in names.items()):
                 raise InputError(f"{what} given for {key!r}, which is not an input of the model")
+    for key in int_ranges or {}:
+        sig, _, name = key.rpartition("/")
+        for s in sigs:
+            t = s.inputs.get(key) or (s.inputs.get(name) if sig == s.key else None)
+            if t is not None and t.dtype not in _INT_DTYPES:
+                raise InputError(f"integer range given for {key!r}, a {t.dtype} input: ranges apply to integer "
+                                 "inputs only")
     arrays: dict[str, dict[str, np.ndarray]] = {}
     specs: list[InputSpec] = []
     warnings: list[str] = []
+    budget = MAX_INPUT_BYTES
     for s in sigs:
         for name, t in s.inputs.items():
             user = provided.get(s.key, {}).get(name)
@@ -213,6 +239,16 @@ def make_inputs(info: ModelInfo, given=None, *, seed: int = 0, shapes: dict | No
                 source = "caller array"
             else:
                 shape = _resolve_shape(s.key, name, t, wanted_shape)
+                try:
+                    itemsize = numpy_dtype(t.dtype).itemsize
+                except TypeError as exc:
+                    raise InputError(f"{s.key}/{name}: cannot make random inputs: {exc}; pass arrays") from None
+                need = int(np.prod(shape, dtype=object)) * itemsize
+                budget -= need
+                if budget < 0:
+                    raise InputError(f"{s.key}/{name}: random inputs of shape {list(shape)} {t.dtype} would take "
+                                     f"{need / 2**30:.1f} GiB, beyond the {MAX_INPUT_BYTES >> 30} GiB budget for "
+                                     "generated inputs (a damaged shape? else pass your own arrays)")
                 if t.is_dynamic and wanted_shape is None:
                     dims = [i for i, d in enumerate(t.shape_signature) if d < 0]
                     warnings.append(f"{s.key}/{name}: dynamic dimension(s) {dims} set to 1; choose them with "
