@@ -163,7 +163,7 @@ def test_cli_exit_codes_and_json(tmp_path):
     bad.write_text("not a model")
     out = subprocess.run([sys.executable, "-m", "litert_gpu_toolkit", "lint", str(bad)], capture_output=True,
                          text=True, timeout=120)
-    assert out.returncode == 2 and "text file" in out.stdout
+    assert out.returncode == 2 and "text file" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_checker_includes_the_lint_on_a_passing_model(gpu, tmp_path):

@@ -29,10 +29,8 @@ import numpy as np
 
 from .metrics import Comparison, compare
 from .model_info import read_model_info
+from .ops import REDUCTION_OPS
 from .runtime import compile_and_run
-
-_REDUCTION_OPS = {"MEAN", "SUM", "SQUARED_DIFFERENCE", "RSQRT", "REDUCE_MAX", "REDUCE_PROD", "L2_NORMALIZATION",
-                  "SOFTMAX", "LOG_SOFTMAX"}
 
 
 @dataclass
@@ -124,7 +122,7 @@ def _block_reductions(model, boundary: str, ops: set[str]) -> list[str]:
         cls = type(module).__name__
         if "norm" in cls.lower() or "Norm" in cls:
             names.append(f"{boundary}.{name}".rstrip(".") + f" ({cls})")
-    names += sorted(f"op {o}" for o in ops & _REDUCTION_OPS)
+    names += sorted(f"op {o}" for o in ops & set(REDUCTION_OPS))
     return names
 
 
@@ -219,32 +217,107 @@ def bisect(model, example_inputs: Sequence, boundaries: str | list[str] = "auto"
     return BisectReport(rows, first, diagnosis, why, min(corrs) if corrs else float("nan"))
 
 
+class BuilderError(ValueError):
+    """The SCRIPT.py:FUNCTION given to the bisect command cannot be loaded or called (the message says why)."""
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from .cli import correlation
+
     p.add_argument("builder", help="SCRIPT.py:FUNCTION -- FUNCTION() returns (model, example_inputs_tuple)")
     p.add_argument("--boundaries", help="comma-separated module names (default: auto = top-level blocks)")
-    p.add_argument("--min-corr", type=float, default=0.999, help="divergence threshold (default 0.999)")
+    p.add_argument("--min-corr", type=correlation, default=0.999, help="divergence threshold in (0, 1] "
+                                                                       "(default 0.999)")
     p.add_argument("--no-fp32", action="store_true", help="skip the fp32 attribution runs")
     p.add_argument("--json", metavar="OUT", help="write the report as JSON")
 
 
-def run(args: argparse.Namespace) -> int:
-    """Exit 0 when every boundary is clean, 1 when one diverges, 2 on bad arguments."""
-    import json
+def load_builder(spec_text: str):
+    """(model, example_inputs tuple) from `SCRIPT.py:FUNCTION`; `BuilderError` for every way that can fail."""
+    import traceback
 
-    script, _, func = args.builder.partition(":")
-    if not func or not Path(script).exists():
-        print("error: give SCRIPT.py:FUNCTION with an existing script")
-        return 2
-    spec = importlib.util.spec_from_file_location("bisect_builder", script)
+    script, sep, func = spec_text.rpartition(":")
+    if not sep or not script or not func.isidentifier():
+        raise BuilderError(f"give SCRIPT.py:FUNCTION, got {spec_text!r}")
+    path = Path(script)
+    if not path.is_file():
+        raise BuilderError(f"{script}: no such script")
+    spec = importlib.util.spec_from_file_location("bisect_builder", path)
+    if spec is None or spec.loader is None:
+        raise BuilderError(f"{script}: not a Python script")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    model, example = getattr(module, func)()
-    bounds = args.boundaries.split(",") if args.boundaries else "auto"
-    report = bisect(model, tuple(example), bounds, min_corr=args.min_corr, fp32=not args.no_fp32)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise BuilderError(f"{script}, line {exc.lineno}: syntax error: {exc.msg}") from None
+    except Exception as exc:  # the user's script raised while importing: show where, briefly
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        raise BuilderError(f"{script} raised {type(exc).__name__} while loading ({where.filename}, line "
+                           f"{where.lineno}): {exc}") from None
+    builder = getattr(module, func, None)
+    if builder is None:
+        found = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
+                       and getattr(v, "__module__", None) == "bisect_builder")
+        raise BuilderError(f"{script} has no function {func!r}; it defines: {', '.join(found) or 'none'}")
+    if not callable(builder):
+        raise BuilderError(f"{script}:{func} is not a function")
+    try:
+        built = builder()
+    except Exception as exc:
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        raise BuilderError(f"{script}:{func}() raised {type(exc).__name__} ({where.filename}, line {where.lineno}): "
+                           f"{exc}") from None
+    if not (isinstance(built, (tuple, list)) and len(built) == 2):
+        raise BuilderError(f"{script}:{func}() must return (model, example_inputs), got {type(built).__name__}")
+    model, example = built
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        raise BuilderError(f"{script}:{func}() returned a {type(model).__name__} as the model, not a torch.nn.Module")
+    example = tuple(example) if isinstance(example, (tuple, list)) else (example,)
+    if not example or not all(isinstance(x, torch.Tensor) for x in example):
+        raise BuilderError(f"{script}:{func}() must return example inputs as a tuple of tensors")
+    return model, example
+
+
+def run(args: argparse.Namespace) -> int:
+    """Exit 0 when every boundary is clean, 1 when one diverges, 2 on bad arguments or a bad builder."""
+    import json
+    import sys
+
+    from .cli import output_path_problem, write_output
+
+    if args.json:
+        problem = output_path_problem(args.json)
+        if problem:
+            print(f"error: --json {args.json}: {problem}", file=sys.stderr)
+            return 2
+    try:
+        model, example = load_builder(args.builder)
+        bounds = [b.strip() for b in args.boundaries.split(",") if b.strip()] if args.boundaries else "auto"
+        if bounds != "auto":
+            missing = [b for b in bounds if not _has_submodule(model, b)]
+            if missing:
+                raise BuilderError(f"no such module(s) in the model: {', '.join(missing)}; top-level children: "
+                                   + ", ".join(n for n, _ in model.named_children()))
+    except BuilderError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    report = bisect(model, example, bounds, min_corr=args.min_corr, fp32=not args.no_fp32)
     print(report.summary())
     if args.json:
-        Path(args.json).write_text(json.dumps(report.to_dict(), indent=1, default=float))
+        problem = write_output(args.json, json.dumps(report.to_dict(), indent=1, default=float))
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
     return 0 if report.diagnosis == "clean" else 1
+
+
+def _has_submodule(model, name: str) -> bool:
+    try:
+        model.get_submodule(name)
+        return True
+    except AttributeError:
+        return False
 
 
 def as_numpy(x) -> np.ndarray:

@@ -213,15 +213,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Exit 0: no findings; 1: findings; 2: not a readable model."""
+    """Exit 0: no findings; 1: findings; 2: not a readable model, or the --json file cannot be written."""
+    import sys
+
+    from .cli import output_path_problem, write_output
+
+    if args.json:
+        problem = output_path_problem(args.json)
+        if problem:
+            print(f"error: --json {args.json}: {problem}", file=sys.stderr)
+            return 2
     try:
         findings = lint_for_mobile(args.model)
     except InvalidModelError as exc:
-        print(f"error: {exc}")
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump([x.to_dict() for x in findings], f, indent=1)
+        problem = write_output(args.json, json.dumps([x.to_dict() for x in findings], indent=1))
+        if problem:  # the findings stand (printed below); only the file is missing
+            print(f"error: {problem}", file=sys.stderr)
     if not findings:
         print(f"{args.model}: no phone-only GPU risks found")
         return 0

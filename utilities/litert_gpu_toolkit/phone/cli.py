@@ -9,6 +9,7 @@ See utilities/litert_gpu_toolkit/phone/README.md for building the runner with th
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,28 +32,40 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name:12s} {ph.description}: {ph.soc}, {ph.gpu} [{ph.gpu_family}]")
         return 0
     if args.path is None:
-        print(f"phone {args.action}: a path is required")
+        print(f"error: phone {args.action}: a path is required", file=sys.stderr)
         return 2
+    if args.device not in phones:
+        print(f"error: unknown phone {args.device!r}; known: {', '.join(phones)}", file=sys.stderr)
+        return 2
+    from ..inputs import InputError, load_npz, model_signatures
+    from ..model_info import InvalidModelError
+
     try:
         if args.action == "push-runner":
-            pushed = push_runner(args.path, phones[args.device]) if args.device in phones else None
-            if pushed is None:
-                raise PhoneError(f"unknown phone {args.device!r}; known: {', '.join(phones)}")
+            pushed = push_runner(args.path, phones[args.device])
             print("pushed: " + ", ".join(pushed))
             return 0
         from ..model_info import numpy_dtype, read_model_info
         from ..recipe import residency_line
 
         info = read_model_info(args.path)
-        sig = info.signatures[0]
+        sig = model_signatures(info)[0]
         if args.inputs:
-            with np.load(args.inputs) as data:
-                named = {k: data[k] for k in data.files}
+            named = load_npz(args.inputs)
+            unknown = sorted(set(named) - set(sig.inputs))
+            missing = sorted(set(sig.inputs) - set(named))
+            if unknown or missing:
+                raise InputError(f"{args.inputs}: the model's inputs are {', '.join(sig.inputs) or 'none'}"
+                                 + (f"; not inputs: {', '.join(unknown)}" if unknown else "")
+                                 + (f"; missing: {', '.join(missing)}" if missing else ""))
         else:
-            named = {n: np.zeros(t.shape, numpy_dtype(t.dtype)) for n, t in sig.inputs.items()}
+            try:
+                named = {n: np.zeros(t.shape, numpy_dtype(t.dtype)) for n, t in sig.inputs.items()}
+            except TypeError as exc:
+                raise InputError(f"cannot make zero inputs: {exc}; pass --inputs") from None
         result = run_on_phone(args.path, {sig.key: named}, args.device, enforce_f32=args.fp32)
-    except PhoneError as exc:
-        print(f"error: {exc}")
+    except (PhoneError, InvalidModelError, InputError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     print(residency_line(info, result))
     print(f"status: {result.status}" + (f" ({result.error})" if result.error else ""))
