@@ -456,6 +456,26 @@ def test_worker_killed_from_outside_is_not_blamed_on_the_model(monkeypatch):
     assert "killed from outside (signal 9 SIGKILL" in r.error and "not a model fault" in r.error
 
 
+def test_unwritable_output_paths_are_named_before_any_work(tmp_path, monkeypatch):
+    """A read-only current directory cannot be made as root (root writes anyway), so os.access is the
+    TEST DOUBLE here: it says no for the folder, as it would for an ordinary user in a read-only cwd."""
+    from litert_gpu_toolkit.cli import output_path_problem
+
+    monkeypatch.chdir(tmp_path)
+    assert output_path_problem("report.json") is None
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    assert "current directory is read-only" in output_path_problem("report.json")
+    assert "is not writable" in output_path_problem(str(tmp_path / "r.json"))
+
+
+def test_gpu_info_refuses_a_bad_timeout(capsys):
+    from litert_gpu_toolkit.__main__ import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["gpu-info", "--timeout", "-3"])
+    assert exc.value.code == 2 and "must be a number of seconds > 0" in capsys.readouterr().err
+
+
 def test_help_lists_the_exit_statuses():
     from litert_gpu_toolkit.cli import EXIT_STATUS, build_parser
 
