@@ -348,7 +348,7 @@ def _model_info(schema, model_t, path: str | None, size: int) -> ModelInfo:
 def _check_shape(sg: int, name: str, shape: tuple[int, ...], sig: tuple[int, ...] | None, dtype: str) -> None:
     if any(d < 0 for d in shape):
         raise _Corrupt(f"tensor {name!r} (graph {sg}) has a negative dimension in its shape {list(shape)}")
-    if sig is not None and (len(sig) != len(shape) or any(d < -1 for d in sig)):
+    if sig is not None and any(d < -1 for d in sig):
         raise _Corrupt(f"tensor {name!r} (graph {sg}) has shape signature {list(sig)} for shape {list(shape)}")
     nbytes = _ITEMSIZE.get(dtype, 8)
     for d in shape:
@@ -359,10 +359,10 @@ def _check_shape(sg: int, name: str, shape: tuple[int, ...], sig: tuple[int, ...
 
 
 def _validate(info: ModelInfo, num_codes: int) -> None:
-    """Every tensor index an op or a graph names must exist (-1 = an absent optional input)."""
+    """Every tensor index an op or a graph names must exist (-1 = an absent optional tensor)."""
     for op in info.ops:
         n = len(info.tensors[op.subgraph])
-        for kind, indices, low in (("input", op.inputs, -1), ("output", op.outputs, 0)):
+        for kind, indices, low in (("input", op.inputs, -1), ("output", op.outputs, -1)):
             bad = [i for i in indices if not low <= i < n]
             if bad:
                 raise _Corrupt(f"operator {op.index} ({op.op}, graph {op.subgraph}) names {kind} tensor(s) {bad}; "
