@@ -392,6 +392,77 @@ def test_mutated_flatbuffers_raise_only_invalid_model_error(monkeypatch):
     assert counts["invalid"] > 300 and counts["read"] > 20, counts  # the fuzz reaches both paths
 
 
+def test_structural_mutants_raise_only_the_toolkits_errors(monkeypatch):
+    """600 seeded edits at the schema level (tensor indices of ops, graphs and signatures, shapes, shape
+    signatures, types, operator codes) on four small graphs: the same contract as the byte-level fuzz."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    from litert_gpu_toolkit import inputs as inputs_mod
+    from litert_gpu_toolkit.checker import _static
+    from litert_gpu_toolkit.inputs import InputError, make_inputs
+    from litert_gpu_toolkit.lint import lint_for_mobile
+    from litert_gpu_toolkit.model_info import InvalidModelError, read_model_info
+    from litert_gpu_toolkit.tiny_models import add_model_bytes, single_op_model_bytes
+
+    monkeypatch.setattr(inputs_mod, "MAX_INPUT_BYTES", 1 << 24)
+    ones = np.ones
+    bases = [add_model_bytes(),
+             single_op_model_bytes("GATHER", [("table", (5, 7), ones((5, 7), np.float32)), ("ids", (3,), None)],
+                                   [("out", (3, 7))]),
+             single_op_model_bytes("CONV_2D", [("x", (1, 8, 8, 4), None), ("w", (8, 3, 3, 2), ones((8, 3, 3, 2),
+                                                                                              np.float32))],
+                                   [("out", (1, 6, 6, 8))]),
+             single_op_model_bytes("ADD", [("x", (1, 2, 3, 4, 5), None), ("y", (1, 2, 3, 4, 5), None)],
+                                   [("out", (1, 2, 3, 4, 5))])]
+    rng = random.Random(1)
+    values = [-2, -1, 0, 1, 2, 3, 7, 99, 2 ** 31 - 1]
+
+    def mutate(m):
+        sg, what = m.subgraphs[0], rng.randrange(8)
+        pick = lambda k: [rng.choice(values) for _ in range(k)]  # noqa: E731
+        if what == 0:
+            sg.operators[0].inputs = pick(rng.randint(0, 3))
+        elif what == 1:
+            sg.operators[0].outputs = pick(rng.randint(0, 2))
+        elif what == 2:
+            rng.choice(sg.tensors).shape = pick(rng.randint(0, 6))
+        elif what == 3:
+            rng.choice(sg.tensors).type = rng.choice([0, 2, 5, 9, 13, 16, 17, 40, 99])
+        elif what == 4:
+            sg.inputs = pick(1)
+        elif what == 5 and m.signatureDefs[0].inputs:
+            m.signatureDefs[0].inputs[0].tensorIndex = rng.choice(values)
+        elif what == 6:
+            rng.choice(sg.tensors).shapeSignature = pick(rng.randint(0, 5))
+        elif what == 7:
+            sg.operators[0].opcodeIndex = rng.choice(values)
+
+    counts = {"read": 0, "invalid": 0}
+    for _ in range(600):
+        m = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(rng.choice(bases), 0))
+        for _ in range(rng.randint(1, 3)):
+            mutate(m)
+        builder = flatbuffers.Builder(1024)
+        try:
+            builder.Finish(m.Pack(builder), file_identifier=b"TFL3")
+        except Exception:  # noqa: BLE001 - flatbuffers cannot even write some of these (negative uint32)
+            continue
+        try:
+            info = read_model_info(bytes(builder.Output()))
+        except InvalidModelError:
+            counts["invalid"] += 1
+            continue
+        counts["read"] += 1
+        _static(info)
+        lint_for_mobile(info)
+        try:
+            make_inputs(info)
+        except InputError:
+            pass
+    assert counts["invalid"] > 200 and counts["read"] > 100, counts
+
+
 def test_mutants_through_the_cli_exit_2_without_traceback(capsys):
     """The check and lint commands (in process, no runtime child) on the first 40 mutants the reader refuses."""
     from litert_gpu_toolkit.__main__ import main

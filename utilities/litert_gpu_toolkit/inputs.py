@@ -243,7 +243,7 @@ def make_inputs(info: ModelInfo, given=None, *, seed: int = 0, shapes: dict | No
                     itemsize = numpy_dtype(t.dtype).itemsize
                 except TypeError as exc:
                     raise InputError(f"{s.key}/{name}: cannot make random inputs: {exc}; pass arrays") from None
-                need = int(np.prod(shape, dtype=object)) * itemsize
+                need = int(np.prod([max(int(d), 1) for d in shape], dtype=object)) * itemsize  # a 0 dim saves nothing
                 budget -= need
                 if budget < 0:
                     raise InputError(f"{s.key}/{name}: random inputs of shape {list(shape)} {t.dtype} would take "

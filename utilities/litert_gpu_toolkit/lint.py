@@ -138,7 +138,7 @@ def lint_for_mobile(model: str | os.PathLike | bytes | ModelInfo) -> list[LintFi
                                          f"{name} has only constant inputs ('Expected 1 const input tensor(s)')", ins))
 
         # output aliasing (LiteRT#8599): ADD of two runtime tensors, output is a graph output and consumed
-        if name == "ADD" and len(ins) == 2 and not any(_is_const(info, t, sg) for t in ins):
+        if name == "ADD" and len(ins) == 2 and op.outputs and not any(_is_const(info, t, sg) for t in ins):
             out = op.outputs[0]
             if out in info.graph_outputs[sg] and consumers.get(out):
                 findings.append(_finding(info, op, "output_aliasing",
@@ -146,7 +146,7 @@ def lint_for_mobile(model: str | os.PathLike | bytes | ModelInfo) -> list[LintFi
                                          "return an operand instead of the sum", ins + op.outputs))
 
         # masked attention: ADD(BATCH_MATMUL result, mask with a size-1 head axis)
-        if name == "ADD" and len(ins) == 2:
+        if name == "ADD" and len(ins) == 2 and op.outputs:
             for a, b in ((ins[0], ins[1]), (ins[1], ins[0])):
                 prod = producers.get(a)
                 ta, tb = info.tensor(a, sg), info.tensor(b, sg)
@@ -159,7 +159,7 @@ def lint_for_mobile(model: str | os.PathLike | bytes | ModelInfo) -> list[LintFi
                     break
 
         # rank > 4, reported once per tensor at the op that produces it
-        for t in op.outputs:
+        for t in (t for t in op.outputs if t >= 0):
             if info.tensor(t, sg).rank > 4 and (sg, t) not in high_rank_reported:
                 high_rank_reported.add((sg, t))
                 findings.append(_finding(info, op, "rank_gt_4", f"{name} produces a rank-{info.tensor(t, sg).rank} "
