@@ -14,6 +14,14 @@ Every case runs the real CLI (or API) in a child process, so the same table can 
 any version of the toolkit:
 
     PYTHONPATH=<toolkit>/utilities python tests/test_faults.py      # prints the table and the count
+
+Measured (llvmpipe (software Vulkan), ai-edge-litert 2.3.0, for the three cases that need a GPU run):
+  before, the toolkit at commit 9c740b8 (`git archive 9c740b8 utilities | tar -x -C BASE`, then
+  PYTHONPATH=BASE/utilities): 1 of 51 clean by the table's checks; 9 more miss only the expected words,
+  and reading their messages 5 of those are clean (op input index, negative dim, reference shape, no such
+  script, broken link) while 4 are not (a huge shape read without complaint, a directory called "no such
+  .npz file", --timeout 0 blamed on the model as a hang, an outside kill blamed on the model): 6 of 51.
+  after (this file's commit): 51 of 51.
 """
 from __future__ import annotations
 

@@ -630,10 +630,10 @@ def _step_verdict(ctx: _Context, info: ModelInfo, gpu: GpuRuns, num: Numerics) -
     if num.failures:
         report.suggestions += _suggest_for_numerics(info, [f.as_tuple() for f in num.failures], num.labels_ok)
     if not strict.ok:
-        how = {STATUS_CRASH: "crashed", STATUS_TIMEOUT: "hung", STATUS_KILLED: "was killed from outside"}.get(
-            strict.status)
+        how = {STATUS_CRASH: "the GPU runtime crashed", STATUS_TIMEOUT: "the GPU runtime hung",
+               STATUS_KILLED: "the GPU run did not finish"}.get(strict.status)
         if how:
-            detail = f"the GPU runtime {how}: {strict.error}"
+            detail = f"{how}: {strict.error}"
         elif strict.status == STATUS_OPS_REJECTED:
             op_types = list(dict.fromkeys(r["op"] for r in report.unsupported_ops))
             detail = f"strict GPU compile rejected {len(op_types)} op type(s): {', '.join(op_types)}"
