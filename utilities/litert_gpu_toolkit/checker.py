@@ -22,8 +22,8 @@ Tolerance (GPU vs the CPU fp32 reference, and vs `reference` when given): by def
 must be finite where the CPU is, not all-zero, and correlate >= 0.999 (an fp16 GPU drifts ~1e-3
 relative on healthy models); `rtol`/`atol` add an elementwise np.allclose test.
 
-Exit status of the `check` command: 0 PASS; 1 FALLBACK, COMPILE_FAIL or NUMERICS_FAIL;
-2 INVALID_MODEL or unusable arguments / inputs; 3 NO_GPU.
+The `check` command (`cli.py`) exits by verdict; the exit statuses of every command are listed once,
+in `cli.EXIT_STATUS`.
 """
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Probe the GPU accelerator: compile a one-op model GPU-only (no CPU fallback) and run it.
 
-Exit status: 0 when a GPU adapter compiled and ran the probe correctly, 2 when no adapter was
-found (the message names the missing driver), 1 for any other failure.
+When no adapter is found the message names the missing driver (exit statuses: `cli.EXIT_STATUS`).
 """
 from __future__ import annotations
 
