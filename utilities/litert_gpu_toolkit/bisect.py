@@ -52,7 +52,7 @@ class BoundaryResult:
 class BisectReport:
     boundaries: list[BoundaryResult]
     first_divergent: str | None
-    diagnosis: str                    # "overflow", "compounding", "degraded", "clean", "not_on_gpu"
+    diagnosis: str                    # "overflow", "compounding", "degraded", "clean", "not_on_gpu", "export_failed"
     explanation: str
     min_corr: float
 
@@ -127,6 +127,11 @@ def _block_reductions(model, boundary: str, ops: set[str]) -> list[str]:
 
 
 def _diagnose(rows: list[BoundaryResult], min_corr: float) -> tuple[str | None, str, str]:
+    failed = next((r for r in rows if r.status.startswith("export_failed")), None)
+    if failed is not None:
+        return failed.name, "export_failed", (f"the model does not convert with a tap at {failed.name} "
+                                              f"({failed.status.partition(': ')[2]}); bisect needs a model that "
+                                              "converts plain: fix the conversion first")
     if any(r.status != "ok" for r in rows):
         bad = next(r for r in rows if r.status != "ok")
         return bad.name, "not_on_gpu", f"{bad.name}: the graph up to here does not run GPU-only ({bad.status})"
@@ -194,9 +199,14 @@ def bisect(model, example_inputs: Sequence, boundaries: str | list[str] = "auto"
     try:
         for name in iterator:
             tap = _Tap(model, name).eval()
-            with torch.no_grad():
-                ref = tap(*example_inputs).detach().float().numpy()
-            path = export_tflite(tap, example_inputs, out_dir / f"{name.replace('.', '_')}.tflite")
+            try:
+                with torch.no_grad():
+                    ref = tap(*example_inputs).detach().float().numpy()
+                path = export_tflite(tap, example_inputs, out_dir / f"{name.replace('.', '_')}.tflite")
+            except Exception as exc:  # every tap traces the whole model: the others would fail the same way
+                msg = " ".join(str(exc).split())[:300]
+                rows.append(BoundaryResult(name, None, None, f"export_failed: {type(exc).__name__}: {msg}"))
+                break
             info = read_model_info(path)
             key = info.signatures[0].key
             hist = info.op_histogram()
