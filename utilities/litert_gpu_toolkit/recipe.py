@@ -350,11 +350,11 @@ def print_failure(run: RunResult, what: str = "run", log_lines: int = 20) -> Non
 
 
 def latency_ms(seconds: Iterable[float] | float) -> float:
-    """Median of `seconds` (or one value) in milliseconds, rounded to 0.01 ms: the value of LATENCY_METRIC."""
+    """Median of `seconds` (or one value) in milliseconds, to 4 significant digits: the value of LATENCY_METRIC."""
     import numpy as np
 
     values = [seconds] if isinstance(seconds, (int, float)) else list(seconds)
-    return round(1e3 * float(np.median(values)), 2) if values else float("nan")
+    return float(f"{1e3 * float(np.median(values)):.4g}") if values else float("nan")
 
 
 def report_gates(gates: dict[str, bool]) -> bool:
