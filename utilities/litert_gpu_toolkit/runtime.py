@@ -333,7 +333,9 @@ class Session:
         return self
 
     def __exit__(self, *exc) -> bool:
-        stack, self._stack, self._model = self._stack, None, None
+        # release the model while its native chatter is still captured, then restore stderr
+        self._model = self._ins = self._outs = None
+        stack, self._stack = self._stack, None
         return bool(stack and stack.__exit__(*exc))
 
     def _compile(self) -> None:

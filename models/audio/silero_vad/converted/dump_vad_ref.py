@@ -19,8 +19,6 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))
-sys.path.insert(0, str(HERE))
 
 SENTENCES = [
     "Voice activity detection finds the parts of a recording that contain speech.",
@@ -36,10 +34,10 @@ parser.add_argument("--tolerance", type=float, default=1e-5,
                     help="largest allowed |torch definition - TorchScript| per chunk (default 1e-5)")
 args = parser.parse_args()
 
-import numpy as np  # noqa: E402
-import soundfile as sf  # noqa: E402
+import numpy as np
+import soundfile as sf
 
-from vad_net import (CHUNK, SAMPLE_RATE, load_net, load_reference, reference_state_dict,  # noqa: E402
+from vad_net import (CHUNK, SAMPLE_RATE, load_net, load_reference, reference_state_dict,
                      safetensors_state_dict, stream_net, stream_reference)
 
 

@@ -27,8 +27,6 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))
-sys.path.insert(0, str(HERE))
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--out", type=Path, default=None,
@@ -42,14 +40,14 @@ args = parser.parse_args()
 suffix = "_plain" if args.plain else "_uncentred" if args.no_centre else "_slicepad" if args.pad == "slices" else ""
 out = args.out or HERE / "artifacts" / f"silero_vad_step{suffix}.tflite"
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from litert_gpu_toolkit.export import export_tflite  # noqa: E402
-from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
-from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper  # noqa: E402
-from litert_gpu_toolkit.rewrites.state import find_aliased_outputs, outputs_guarded_by_runtime_one  # noqa: E402
-from vad_net import (CHUNK, CONTEXT, HIDDEN, SAMPLE_RATE, GpuStep, ReflectPadRight, load_net,  # noqa: E402
+from litert_gpu_toolkit.export import export_tflite
+from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
+from litert_gpu_toolkit.rewrites.state import find_aliased_outputs, outputs_guarded_by_runtime_one
+from vad_net import (CHUNK, CONTEXT, HIDDEN, SAMPLE_RATE, GpuStep, ReflectPadRight, load_net,
                      load_reference, reference_state_dict, safetensors_state_dict, stream_net, stream_reference)
 
 
