@@ -270,3 +270,19 @@ def test_headline_must_name_recorded_metrics(tmp_path, monkeypatch):
     path = recipe.write_results(tmp_path, graph="g", device="cpu", run=cpu_run(), residency="",
                                 metrics={"a": 1, "b": 2}, gates={}, headline=["b", "a"])
     assert json.loads(path.read_text())["g@cpu"]["headline"] == ["b", "a"]
+
+
+def test_the_guide_template_is_valid_and_uses_real_toolkit_names():
+    """docs/writing-a-recipe.md's template parses, keeps the contract, and imports only names that exist."""
+    import ast
+    import importlib
+
+    text = (ROOT / "docs" / "writing-a-recipe.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    tree = ast.parse(code)
+    assert "sys.path" not in code and "verify_main(main)" in code and "verify_parser(__doc__, HERE)" in code
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("litert_gpu_toolkit"):
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                assert hasattr(module, alias.name), f"{node.module} has no {alias.name}"
