@@ -30,7 +30,7 @@ import torch
 from hifigan import load_generator
 from litert_gpu_toolkit.metrics import compare
 from litert_gpu_toolkit.model_info import read_model_info
-from litert_gpu_toolkit.recipe import device_label, run_on_device
+from litert_gpu_toolkit.recipe import device_label, run_on_device, verify_main
 
 MODES = ("polyphase", "zerostuff", "native")
 
@@ -116,4 +116,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(verify_main(main))  # an unknown device: exit 2; no usable GPU: exit 3, nothing written
