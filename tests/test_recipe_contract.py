@@ -286,3 +286,20 @@ def test_the_guide_template_is_valid_and_uses_real_toolkit_names():
             module = importlib.import_module(node.module)
             for alias in node.names:
                 assert hasattr(module, alias.name), f"{node.module} has no {alias.name}"
+
+
+def test_one_delegate_log_parser_feeds_residency():
+    """The delegate's 'Replacing N out of M node(s)' line is read by runtime.parse_gpu_log only."""
+    from litert_gpu_toolkit.model_info import read_model_info
+    from litert_gpu_toolkit.phone import residency_from_log
+    from litert_gpu_toolkit.runtime import parse_gpu_log
+
+    log = "INFO: Replacing 118 out of 121 node(s) with delegate (TfLiteGpuDelegateV2) node, yielding 2 partitions."
+    assert parse_gpu_log(log).delegated == (118, 121, 2) == residency_from_log(log)
+    assert parse_gpu_log("nothing").delegated is None
+    info = read_model_info(add_model_bytes())
+    split = recipe.residency(info, RunResult(status=STATUS_OK, accelerator="gpu", enforce_f32=False, log=log))
+    assert (split.gpu_ops, split.total_ops, split.partitions, split.strict) == (118, 121, 2, False)
+    full = log.replace("118 out of", "121 out of").replace("2 partitions", "1 partition")
+    whole = recipe.residency(info, RunResult(status=STATUS_OK, accelerator="gpu", enforce_f32=False, log=full))
+    assert whole.strict and recipe.strict_gates("pixel8", whole) == {recipe.STRICT_GATE: True}
