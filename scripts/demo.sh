@@ -14,4 +14,6 @@ export LITERT_RESULTS_DIR="$RECIPE/artifacts"
 echo "== 1/4 export (torch -> .tflite)"; "$PY" export_encoder.py
 echo "== 2/4 check on the GPU";           "$PY" -m litert_gpu_toolkit check artifacts/encoder.tflite || true
 echo "== 3/4 reference dump (source model)"; "$PY" dump_encoder_ref.py
+# verify exits 0 (gates pass), 1 (a gate failed), 2 (usage error) or 3 (no usable GPU: try --device cpu);
+# see docs/writing-a-recipe.md
 echo "== 4/4 verify against the source";  "$PY" verify_encoder.py "$@"

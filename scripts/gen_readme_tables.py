@@ -58,6 +58,14 @@ def recipe_table(records: dict) -> str:
     return "\n".join(lines)
 
 
+def headline_metrics(record: dict) -> list[tuple[str, object]]:
+    """The metrics the top table shows: those the verify script declared in `headline` (write_results), in
+    that order; records written before `headline` existed show their first three metrics."""
+    metrics = record.get("metrics", {})
+    names = record.get("headline") or list(metrics)[:3]
+    return [(k, metrics[k]) for k in names if k in metrics]
+
+
 def top_table(recipes: list[tuple[Path, dict]]) -> str:
     lines = ["Rows whose graph ends in `_plain` (or marks another deliberately unrewritten variant) record what the "
              "conversion hit before the recipe's rewrites; their failing gates are the evidence, not a broken recipe.",
@@ -67,7 +75,7 @@ def top_table(recipes: list[tuple[Path, dict]]) -> str:
         rel = recipe_dir.relative_to(ROOT).as_posix()
         for key in sorted(records):
             r = records[key]
-            headline = ", ".join(f"{k} {fmt(v)}" for k, v in list(r.get("metrics", {}).items())[:3])
+            headline = ", ".join(f"{k} {fmt(v)}" for k, v in headline_metrics(r))
             passed = r.get("gates", {})
             verdict = f"{sum(passed.values())}/{len(passed)} pass" if passed else "-"
             lines.append(f"| [{recipe_dir.name}]({rel}/) | {r.get('graph', key)} | {r.get('device_label', '')} "

@@ -42,3 +42,13 @@ def test_recipe_table_renders_metrics_and_gates():
                                 "command": "verify_encoder.py"}}
     table = gen.recipe_table(records)
     assert "5/5 ops" in table and "min_cosine: 0.99991" in table and "✅ min cosine >= 0.999" in table
+
+
+def test_top_table_shows_the_declared_headline_metrics():
+    base = {"graph": "enc", "device": "cpu", "device_label": "CPU", "residency": "CPU: 5 ops",
+            "metrics": {"a": 1.5, "b": 2.5, "c": 3.5, "latency_ms_median": 7.25}, "gates": {"g": True}}
+    declared = gen.headline_metrics({**base, "headline": ["latency_ms_median", "a"]})
+    assert declared == [("latency_ms_median", 7.25), ("a", 1.5)]
+    assert gen.headline_metrics(base) == [("a", 1.5), ("b", 2.5), ("c", 3.5)]  # records from before `headline`
+    row = gen.top_table([(gen.ROOT / "models" / "x" / "y", {"enc@cpu": {**base, "headline": ["c"]}})])
+    assert "| c 3.5 |" in row and "a 1.5" not in row

@@ -51,6 +51,7 @@ _REJECT_HEADER = "Following operations are not supported by GPU delegate"
 _SPLIT_RE = re.compile(r"(\d+) operations will run on the GPU, and the remaining (\d+) operations? will run on the CPU")
 _NONE_RE = re.compile(r"No operations will run on the GPU, and all (\d+) operations? will run on the CPU")
 _ADAPTER_RE = re.compile(r"Selected adapter: (.+?)(?:, arch=[^\n]*?)?, backend=(\w+)(?:[^\n]*?adapterType=([^\n]+))?")
+_REPLACING_RE = re.compile(r"Replacing (\d+) out of (\d+) node\(s\) with delegate.*?(\d+) partitions?")
 _REJECT_LINE_RE = re.compile(r"^([A-Z][A-Z0-9_]+):\s*(.*)$")  # the reason may be empty ("DEQUANTIZE: ")
 
 
@@ -71,6 +72,7 @@ class GpuLog:
     gpu_ops: int | None = None          # from "N operations will run on the GPU, ...", summed over subgraphs
     cpu_ops: int | None = None
     splits: list[tuple[int, int]] = field(default_factory=list)  # (gpu, cpu) per reported subgraph
+    delegated: tuple[int, int, int] | None = None  # (gpu nodes, total nodes, partitions): 'Replacing N out of M'
 
     @property
     def is_software(self) -> bool:
@@ -107,6 +109,9 @@ def parse_gpu_log(log: str) -> GpuLog:
             m = _NONE_RE.search(line)
             if m:
                 info.splits.append((0, int(m.group(1))))
+    m = _REPLACING_RE.search(log)
+    if m:
+        info.delegated = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
     if info.splits:
         info.gpu_ops = sum(g for g, _ in info.splits)
         info.cpu_ops = sum(c for _, c in info.splits)
@@ -328,3 +333,79 @@ def native_stderr_captured(tail_chars: int = 3000):
         finally:
             os.dup2(saved, 2)
             os.close(saved)
+
+
+class Session:
+    """One model compiled once in *this* process, for stateful loops: an autoregressive decode, a streaming step.
+
+        with Session("decode.tflite", accelerator="gpu") as s:      # strict GPU-only compile, no fallback
+            out = s.run({"tokens": t, **cache})                     # {output name: array}
+            cache = {k: v for k, v in out.items() if k != "logits"}
+        s.seconds                                                    # per run: write inputs + run + read outputs
+
+    Use it only where outputs must feed the next call and one `compile_and_run` cannot express the loop; a
+    native crash here takes the caller down with it (that is why `compile_and_run` uses a child process).
+    Inside the `with` block the runtime's native stderr goes to a temporary file whose tail is printed if
+    the block raises (`native_stderr_captured`). `run` writes only the inputs it is given; the others keep
+    the value last written (write a constant input once). Accelerator "gpu" compiles GPU-only: an op the
+    GPU rejects makes the compile raise, nothing falls back to the CPU; "cpu" is LiteRT's CPU path.
+    """
+
+    def __init__(self, model: str | os.PathLike, *, accelerator: str = "gpu", enforce_f32: bool = False,
+                 signature: int = 0):
+        if accelerator not in ("cpu", "gpu"):
+            raise ValueError(f"Session accelerator must be 'cpu' or 'gpu', got {accelerator!r}")
+        self.model_path = Path(model)
+        self.accelerator, self.enforce_f32, self.signature = accelerator, enforce_f32, signature
+        self.seconds: list[float] = []
+        self._stack: contextlib.ExitStack | None = None
+        self._model = None
+
+    def __enter__(self) -> "Session":
+        self._stack = contextlib.ExitStack()
+        self._stack.enter_context(native_stderr_captured())
+        try:
+            self._compile()
+        except BaseException:
+            if not self._stack.__exit__(*sys.exc_info()):
+                raise
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        # release the model while its native chatter is still captured, then restore stderr
+        self._model = self._ins = self._outs = None
+        stack, self._stack = self._stack, None
+        return bool(stack and stack.__exit__(*exc))
+
+    def _compile(self) -> None:
+        from ai_edge_litert.compiled_model import CompiledModel
+        from ai_edge_litert.gpu_options import GpuOptions
+        from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+        from ai_edge_litert.options import Options
+
+        accel = HardwareAccelerator.CPU if self.accelerator == "cpu" else HardwareAccelerator.GPU
+        options = Options(hardware_accelerators=accel, gpu_options=GpuOptions(enforce_f32=self.enforce_f32))
+        model = CompiledModel.from_file(str(self.model_path), options=options)
+        key = list(model.get_signature_list())[self.signature]
+        self.input_names: list[str] = list(model.get_input_tensor_details(key))
+        self._out_details = model.get_output_tensor_details(key)
+        self.output_names: list[str] = list(self._out_details)
+        self._ins = model.create_input_buffers(self.signature)
+        self._outs = model.create_output_buffers(self.signature)
+        self._model = model
+
+    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Write `inputs` (by name), run once, read every output. Appends the seconds taken to `seconds`."""
+        if self._model is None:
+            raise RuntimeError("Session.run outside its `with` block")
+        unknown = set(inputs) - set(self.input_names)
+        if unknown:
+            raise KeyError(f"{self.model_path.name} has no inputs {sorted(unknown)}; it takes {self.input_names}")
+        t0 = time.perf_counter()
+        for name, value in inputs.items():
+            self._ins[self.input_names.index(name)].write(np.ascontiguousarray(value))
+        self._model.run_by_index(self.signature, self._ins, self._outs)
+        got = {name: self._outs[i].read(int(np.prod(d["shape"])), np.dtype(d["dtype"])).reshape(d["shape"])
+               for i, (name, d) in enumerate(self._out_details.items())}
+        self.seconds.append(time.perf_counter() - t0)
+        return got

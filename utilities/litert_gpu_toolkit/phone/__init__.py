@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -26,17 +25,17 @@ import numpy as np
 
 from ..runtime import STATUS_COMPILE_ERROR, STATUS_OK, STATUS_OPS_REJECTED, STATUS_RUN_ERROR, STATUS_TIMEOUT, \
     RunResult, parse_gpu_log
+from ..recipe import DeviceError
 from .protocol import read_outputs, write_job
 
 REGISTRY_PATH = Path(__file__).with_name("devices.json")
 REMOTE_ROOT = "/data/local/tmp/litert_gpu"
 RUNNER_DIR = f"{REMOTE_ROOT}/runner"
 RUNNER_NAME = "litert_gpu_runner"
-_REPLACING_RE = re.compile(r"Replacing (\d+) out of (\d+) node\(s\) with delegate.*?(\d+) partitions?")
 
 
-class PhoneError(RuntimeError):
-    pass
+class PhoneError(DeviceError, RuntimeError):
+    """The phone cannot be used (adb missing, no phone, no runner): a kind of recipe.DeviceError (exit 2)."""
 
 
 @dataclass(frozen=True)
@@ -123,8 +122,7 @@ def push_runner(build_dir: Path, phone: Phone, adb: Adb | None = None) -> list[s
 
 def residency_from_log(log: str) -> tuple[int, int, int] | None:
     """(gpu_nodes, total_nodes, partitions) from the delegate's 'Replacing N out of M node(s)' line."""
-    m = _REPLACING_RE.search(log)
-    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+    return parse_gpu_log(log).delegated
 
 
 def run_on_phone(model_path, inputs: dict[str, dict[str, np.ndarray]], device: str, *, enforce_f32: bool = False,

@@ -23,16 +23,14 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))
-sys.path.insert(0, str(HERE))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from hifigan import load_generator  # noqa: E402
-from litert_gpu_toolkit.metrics import compare  # noqa: E402
-from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
-from litert_gpu_toolkit.recipe import device_label, run_on_device  # noqa: E402
+from hifigan import load_generator
+from litert_gpu_toolkit.metrics import compare
+from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.recipe import device_label, run_on_device, verify_main
 
 MODES = ("polyphase", "zerostuff", "native")
 
@@ -118,4 +116,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(verify_main(main))  # an unknown device: exit 2; no usable GPU: exit 3, nothing written

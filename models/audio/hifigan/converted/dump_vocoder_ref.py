@@ -23,14 +23,12 @@ from math import gcd
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))
-sys.path.insert(0, str(HERE))
 
-import numpy as np  # noqa: E402
-import soundfile as sf  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import soundfile as sf
+import torch
 
-from hifigan import chunk_mel, load_config, load_generator, log_mel, padded_for_full_run, stitch  # noqa: E402
+from hifigan import chunk_mel, load_config, load_generator, log_mel, padded_for_full_run, stitch
 
 SENTENCE = "The vocoder turns a spectrogram into speech."  # 3.2 s: 3 chunks of 128 frames
 

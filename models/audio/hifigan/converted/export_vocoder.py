@@ -19,14 +19,12 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))
-sys.path.insert(0, str(HERE))
 
-import torch  # noqa: E402
+import torch
 
-from hifigan import load_config, load_generator  # noqa: E402
-from litert_gpu_toolkit.export import export_tflite  # noqa: E402
-from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
+from hifigan import load_config, load_generator
+from litert_gpu_toolkit.export import export_tflite
+from litert_gpu_toolkit.model_info import read_model_info
 
 CONVT_MODES = ("polyphase", "zerostuff", "native")
 

@@ -24,17 +24,15 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))
-sys.path.insert(0, str(HERE))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import numpy as np
+import torch
+import torch.nn.functional as F
 
-from export_vocoder import rewrite_upsamplers  # noqa: E402
-from hifigan import LRELU_SLOPE, load_generator  # noqa: E402
-from litert_gpu_toolkit.export import gpu_vs_torch  # noqa: E402
-from litert_gpu_toolkit.recipe import device_label  # noqa: E402
+from export_vocoder import rewrite_upsamplers
+from hifigan import LRELU_SLOPE, load_generator
+from litert_gpu_toolkit.export import gpu_vs_torch
+from litert_gpu_toolkit.recipe import device_label
 
 BOUNDARIES = ("ups.0", "stage 0", "stage 1", "stage 2", "stage 3", "waveform")
 

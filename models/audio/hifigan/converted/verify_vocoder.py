@@ -6,30 +6,28 @@ waveform correlation, SNR, max |diff|, log-mel L1 distance (GPU vs torch, and bo
 check). Writes artifacts/vocoder_{torch,<device>}.wav and artifacts/spectrograms_<device>.png to listen and look,
 and records the run in converted/results.json.
 
-Gates: strict GPU residency N/N ops on every chunk; waveform correlation >= 0.999.
+Gates: strict GPU residency N/N ops on every chunk (GPU devices); waveform correlation >= 0.999. Exit status:
+0 passed, 1 a gate failed, 2 unknown device or a missing / corrupt artifact, 3 no usable GPU (nothing recorded).
 
     python verify_vocoder.py                          # polyphase graph, this machine's GPU (fp16)
     python verify_vocoder.py --convt native --device cpu
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
+import soundfile as sf
+
+from hifigan import load_config, log_mel, stitch
+from litert_gpu_toolkit.metrics import compare
+from litert_gpu_toolkit.recipe import (LATENCY_METRIC, latency_ms, load_model, load_reference, print_failure,
+                                       report_gates, residency, run_on_device, strict_gates, verify_main,
+                                       verify_parser, write_results)
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))
-sys.path.insert(0, str(HERE))
-
-import numpy as np  # noqa: E402
-import soundfile as sf  # noqa: E402
-
-from hifigan import load_config, log_mel, stitch  # noqa: E402
-from litert_gpu_toolkit.metrics import compare  # noqa: E402
-from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
-from litert_gpu_toolkit.recipe import (add_device_argument, report_gates, residency_line, run_on_device,  # noqa: E402
-                                       write_results)
 
 CORR_GATE = 0.999
 
@@ -59,23 +57,19 @@ def save_spectrograms(path: Path, mels: dict[str, np.ndarray]) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = verify_parser(__doc__, HERE)
     parser.add_argument("--convt", default="polyphase", choices=("polyphase", "zerostuff", "native"),
                         help="which export to verify (picks artifacts/vocoder_<convt>_<frames>f.tflite)")
     parser.add_argument("--model", type=Path, help="the .tflite to verify (overrides --convt)")
     parser.add_argument("--reference", type=Path, default=HERE / "artifacts" / "reference.npz")
     parser.add_argument("--artifacts", type=Path, default=HERE / "artifacts", help="where the WAVs and PNG go")
-    add_device_argument(parser)
     args = parser.parse_args(argv)
 
-    if not args.reference.exists():
-        parser.error(f"{args.reference} not found: run dump_vocoder_ref.py first")
-    ref = np.load(args.reference)
+    info = load_model(args.model, "export_vocoder.py") if args.model else None
+    ref = load_reference(args.reference, "dump_vocoder_ref.py")
     frames, context, hop, sr = (int(ref[k]) for k in ("frames", "context", "hop", "sample_rate"))
     model = args.model or HERE / "artifacts" / f"vocoder_{args.convt}_{frames}f.tflite"
-    if not model.exists():
-        parser.error(f"{model} not found: run export_vocoder.py --convt {args.convt} --frames {frames} first")
-    info = read_model_info(model)
+    info = info or load_model(model, f"export_vocoder.py --convt {args.convt} --frames {frames}")
     signature = info.signatures[0]
     (input_name,) = signature.inputs
     chunks, torch_chunks = ref["chunks"], ref["torch_chunks"]
@@ -84,10 +78,10 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     run = run_on_device(model, {signature.key: [{input_name: chunk[None]} for chunk in chunks]}, args.device)
     print(f"ran {len(chunks)} chunks on one compile in {time.perf_counter() - start:.0f} s")
-    residency = residency_line(info, run)
-    print(residency)
+    res = residency(info, run)
+    print(res.line)
     if not run.ok:
-        print(f"{run.status}: {run.error}\n{run.log_tail()}")
+        print_failure(run)
 
     metrics: dict = {}
     if run.ok:
@@ -109,7 +103,7 @@ def main(argv=None) -> int:
             "logmel_l1_input_vs_device": float(np.abs(mel_in - mel_dev).mean()),
             "chunks": len(chunks),
             "frames_per_graph": frames,
-            "run_s_per_chunk": run_s,
+            LATENCY_METRIC: latency_ms(run_s),  # per chunk
             "real_time_factor": run_s / (frames * hop / sr),
         }
         for k, v in metrics.items():
@@ -124,14 +118,14 @@ def main(argv=None) -> int:
                                 "|device - torch| log-mel": np.abs(mel_dev - mel_torch)})
         print(f"wrote {out_dir.name}/vocoder_torch.wav, vocoder_{args.device}.wav, {png.name}")
 
-    n = info.num_ops
-    residency_gate = f"strict GPU residency {n}/{n} ops" if args.device != "cpu" else "ran on the CPU"
-    gates = {residency_gate: run.ok, f"waveform corr >= {CORR_GATE}": metrics.get("waveform_corr", 0) >= CORR_GATE}
+    gates = strict_gates(args.device, res)
+    gates[f"waveform corr >= {CORR_GATE}"] = bool(metrics.get("waveform_corr", 0) >= CORR_GATE)
     ok = report_gates(gates)
-    write_results(HERE, graph=model.stem, device=args.device, run=run,
-                  residency=residency, metrics=metrics, gates=gates)
+    out = write_results(args.results_dir, graph=model.stem, device=args.device, run=run, residency=res.line,
+                        metrics=metrics, gates=gates, headline=["waveform_corr", "min_chunk_corr", "snr_db"])
+    print(f"{'PASSED' if ok else 'FAILED'}; recorded in {out}")
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(verify_main(main))

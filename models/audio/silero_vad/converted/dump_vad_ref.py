@@ -11,6 +11,8 @@ c_in) is saved too, for verify_vad.py's teacher-forced check.
 
     python dump_vad_ref.py
 """
+from __future__ import annotations
+
 import argparse
 import shutil
 import subprocess
@@ -18,29 +20,19 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+import soundfile as sf
+
+from vad_net import (CHUNK, SAMPLE_RATE, load_net, load_reference, reference_state_dict,
+                     safetensors_state_dict, stream_net, stream_reference)
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))
-sys.path.insert(0, str(HERE))
 
 SENTENCES = [
     "Voice activity detection finds the parts of a recording that contain speech.",
     "Everything else is silence, or noise.",
     "The quick brown fox jumps over the lazy dog.",
 ]
-
-parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-parser.add_argument("--out", type=Path, default=HERE / "artifacts" / "vad_ref.npz")
-parser.add_argument("--wav", type=Path, default=HERE / "artifacts" / "speech_16k.wav")
-parser.add_argument("--seed", type=int, default=0, help="seed of the noise sections")
-parser.add_argument("--tolerance", type=float, default=1e-5,
-                    help="largest allowed |torch definition - TorchScript| per chunk (default 1e-5)")
-args = parser.parse_args()
-
-import numpy as np  # noqa: E402
-import soundfile as sf  # noqa: E402
-
-from vad_net import (CHUNK, SAMPLE_RATE, load_net, load_reference, reference_state_dict,  # noqa: E402
-                     safetensors_state_dict, stream_net, stream_reference)
 
 
 def speak(text: str) -> np.ndarray:
@@ -55,39 +47,55 @@ def speak(text: str) -> np.ndarray:
     return (0.5 * y / np.abs(y).max()).astype(np.float32)
 
 
-if shutil.which("espeak-ng") is None:
-    sys.exit("espeak-ng not found: install it (Debian/Ubuntu: apt-get install -y espeak-ng)")
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=HERE / "artifacts" / "vad_ref.npz")
+    parser.add_argument("--wav", type=Path, default=HERE / "artifacts" / "speech_16k.wav")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the noise sections")
+    parser.add_argument("--tolerance", type=float, default=1e-5,
+                        help="largest allowed |torch definition - TorchScript| per chunk (default 1e-5)")
+    args = parser.parse_args()
 
-rng = np.random.default_rng(args.seed)
-silence = lambda s: np.zeros(int(s * SAMPLE_RATE), np.float32)  # noqa: E731
-noise = lambda s: (0.003 * rng.standard_normal(int(s * SAMPLE_RATE))).astype(np.float32)  # noqa: E731
-parts = [("silence", silence(1.0)), ("speech", speak(SENTENCES[0])), ("silence", silence(1.0)),
-         ("speech", speak(SENTENCES[1])), ("noise", noise(1.5)), ("speech", speak(SENTENCES[2])),
-         ("noise", noise(1.0))]
-audio = np.concatenate([p for _, p in parts])
-audio = np.concatenate([audio, np.zeros(-len(audio) % CHUNK, np.float32)])
-assert len(audio) >= 10 * SAMPLE_RATE, "the recording must be at least 10 s"
-layout, t = [], 0.0
-for kind, p in parts:
-    layout.append(f"{kind} {t:.2f}-{t + len(p) / SAMPLE_RATE:.2f} s")
-    t += len(p) / SAMPLE_RATE
-print(f"recording: {len(audio) / SAMPLE_RATE:.2f} s, {len(audio) // CHUNK} chunks of {CHUNK}; " + ", ".join(layout))
+    if shutil.which("espeak-ng") is None:
+        print("espeak-ng not found: install it (Debian/Ubuntu: apt-get install -y espeak-ng)", file=sys.stderr)
+        return 2
 
-ref = load_reference()
-ref_prob = stream_reference(ref, audio)
-net_prob, h_in, c_in = stream_net(load_net(reference_state_dict(ref)), audio)
-diff = float(np.abs(net_prob - ref_prob).max())
-print(f"torch definition vs TorchScript on this recording: max |dprob| = {diff:.3g} over {len(ref_prob)} chunks")
-print(f"reference: {int((ref_prob >= 0.5).sum())} chunks >= 0.5, prob range {ref_prob.min():.3f}..{ref_prob.max():.3f}")
-other_prob = stream_net(load_net(safetensors_state_dict()), audio)[0]
-print(f"for comparison, the wheel's silero_vad_16k.safetensors weights: max |dprob| = "
-      f"{np.abs(other_prob - ref_prob).max():.3g} (a different weight set; not used)")
+    rng = np.random.default_rng(args.seed)
+    silence = lambda s: np.zeros(int(s * SAMPLE_RATE), np.float32)  # noqa: E731
+    noise = lambda s: (0.003 * rng.standard_normal(int(s * SAMPLE_RATE))).astype(np.float32)  # noqa: E731
+    parts = [("silence", silence(1.0)), ("speech", speak(SENTENCES[0])), ("silence", silence(1.0)),
+             ("speech", speak(SENTENCES[1])), ("noise", noise(1.5)), ("speech", speak(SENTENCES[2])),
+             ("noise", noise(1.0))]
+    audio = np.concatenate([p for _, p in parts])
+    audio = np.concatenate([audio, np.zeros(-len(audio) % CHUNK, np.float32)])
+    assert len(audio) >= 10 * SAMPLE_RATE, "the recording must be at least 10 s"
+    layout, t = [], 0.0
+    for kind, p in parts:
+        layout.append(f"{kind} {t:.2f}-{t + len(p) / SAMPLE_RATE:.2f} s")
+        t += len(p) / SAMPLE_RATE
+    print(f"recording: {len(audio) / SAMPLE_RATE:.2f} s, {len(audio) // CHUNK} chunks of {CHUNK}; " + ", ".join(layout))
 
-args.out.parent.mkdir(parents=True, exist_ok=True)
-args.wav.parent.mkdir(parents=True, exist_ok=True)
-sf.write(args.wav, audio, SAMPLE_RATE, subtype="FLOAT")
-np.savez(args.out, audio=audio, ref_prob=ref_prob, net_prob=net_prob, h_in=h_in, c_in=c_in,
-         sample_rate=SAMPLE_RATE, layout=np.array(layout), sentences=np.array(SENTENCES))
-print(f"wrote {args.out} and {args.wav}")
-if diff > args.tolerance:
-    sys.exit(f"FAIL: the torch definition differs from the TorchScript model by {diff:.3g} > {args.tolerance:g}")
+    ref = load_reference()
+    ref_prob = stream_reference(ref, audio)
+    net_prob, h_in, c_in = stream_net(load_net(reference_state_dict(ref)), audio)
+    diff = float(np.abs(net_prob - ref_prob).max())
+    print(f"torch definition vs TorchScript on this recording: max |dprob| = {diff:.3g} over {len(ref_prob)} chunks")
+    print(f"reference: {int((ref_prob >= 0.5).sum())} chunks >= 0.5, prob range {ref_prob.min():.3f}..{ref_prob.max():.3f}")
+    other_prob = stream_net(load_net(safetensors_state_dict()), audio)[0]
+    print(f"for comparison, the wheel's silero_vad_16k.safetensors weights: max |dprob| = "
+          f"{np.abs(other_prob - ref_prob).max():.3g} (a different weight set; not used)")
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.wav.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(args.wav, audio, SAMPLE_RATE, subtype="FLOAT")
+    np.savez(args.out, audio=audio, ref_prob=ref_prob, net_prob=net_prob, h_in=h_in, c_in=c_in,
+             sample_rate=SAMPLE_RATE, layout=np.array(layout), sentences=np.array(SENTENCES))
+    print(f"wrote {args.out} and {args.wav}")
+    if diff > args.tolerance:
+        print(f"FAIL: the torch definition differs from the TorchScript model by {diff:.3g} > {args.tolerance:g}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

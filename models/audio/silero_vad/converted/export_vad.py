@@ -21,36 +21,24 @@ consumed further on (toolkit `find_aliased_outputs`).
 
     python export_vad.py
 """
+from __future__ import annotations
+
 import argparse
 import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))
-sys.path.insert(0, str(HERE))
+import numpy as np
+import torch
 
-parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-parser.add_argument("--out", type=Path, default=None,
-                    help="default: artifacts/silero_vad_step[_slicepad|_plain|_uncentred].tflite")
-parser.add_argument("--pad", choices=("exchange", "slices"), default="exchange", help="reflect padding form")
-parser.add_argument("--plain", action="store_true", help="no rewrites (reproduces the GPU walls)")
-parser.add_argument("--no-centre", action="store_true", help="skip the silence-referenced encoder")
-parser.add_argument("--tolerance", type=float, default=1e-4,
-                    help="largest allowed |graph in torch fp32 - TorchScript| per chunk on the test signal")
-args = parser.parse_args()
-suffix = "_plain" if args.plain else "_uncentred" if args.no_centre else "_slicepad" if args.pad == "slices" else ""
-out = args.out or HERE / "artifacts" / f"silero_vad_step{suffix}.tflite"
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from litert_gpu_toolkit.export import export_tflite  # noqa: E402
-from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
-from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper  # noqa: E402
-from litert_gpu_toolkit.rewrites.state import find_aliased_outputs, outputs_guarded_by_runtime_one  # noqa: E402
-from vad_net import (CHUNK, CONTEXT, HIDDEN, SAMPLE_RATE, GpuStep, ReflectPadRight, load_net,  # noqa: E402
+from litert_gpu_toolkit.export import export_tflite
+from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
+from litert_gpu_toolkit.rewrites.state import find_aliased_outputs, outputs_guarded_by_runtime_one
+from vad_net import (CHUNK, CONTEXT, HIDDEN, SAMPLE_RATE, GpuStep, ReflectPadRight, load_net,
                      load_reference, reference_state_dict, safetensors_state_dict, stream_net, stream_reference)
+
+HERE = Path(__file__).resolve().parent
 
 
 def test_signal(seconds: float = 3.0, seed: int = 0) -> np.ndarray:
@@ -64,54 +52,74 @@ def test_signal(seconds: float = 3.0, seed: int = 0) -> np.ndarray:
     return x.astype(np.float32)
 
 
-ref = load_reference()
-state = reference_state_dict(ref)
-other = safetensors_state_dict()
-assert set(other) == set(state) and all(other[k].shape == state[k].shape for k in state), "safetensors layout changed"
-differ = [f"{k} {float((other[k] - state[k]).abs().max()):.3g}" for k in state if not torch.equal(other[k], state[k])]
-print("silero_vad_16k.safetensors vs the TorchScript reference's tensors, max |diff|: "
-      + (", ".join(differ) if differ else "none (identical)"))
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="default: artifacts/silero_vad_step[_slicepad|_plain|_uncentred].tflite")
+    parser.add_argument("--pad", choices=("exchange", "slices"), default="exchange", help="reflect padding form")
+    parser.add_argument("--plain", action="store_true", help="no rewrites (reproduces the GPU walls)")
+    parser.add_argument("--no-centre", action="store_true", help="skip the silence-referenced encoder")
+    parser.add_argument("--tolerance", type=float, default=1e-4,
+                        help="largest allowed |graph in torch fp32 - TorchScript| per chunk on the test signal")
+    args = parser.parse_args()
+    suffix = "_plain" if args.plain else "_uncentred" if args.no_centre else "_slicepad" if args.pad == "slices" else ""
+    out = args.out or HERE / "artifacts" / f"silero_vad_step{suffix}.tflite"
 
-net = load_net(state)
-if args.plain:
-    module, extra = net, ()
-elif args.pad == "slices":
-    import litert_gpu_toolkit.rewrites.gather  # noqa: F401  (registers the F.pad handler "patch_reflect_pad")
+    ref = load_reference()
+    state = reference_state_dict(ref)
+    other = safetensors_state_dict()
+    assert set(other) == set(state) and all(other[k].shape == state[k].shape for k in state), "safetensors layout changed"
+    differ = [f"{k} {float((other[k] - state[k]).abs().max()):.3g}" for k in state if not torch.equal(other[k], state[k])]
+    print("silero_vad_16k.safetensors vs the TorchScript reference's tensors, max |diff|: "
+          + (", ".join(differ) if differ else "none (identical)"))
 
-    module = GpuRewriteWrapper(GpuStep(net, centre=not args.no_centre), include=["patch_reflect_pad"]).eval()
-    extra = (torch.ones(1),)
-else:
-    net.pad = ReflectPadRight(CONTEXT)
-    module, extra = GpuStep(net, centre=not args.no_centre).eval(), (torch.ones(1),)
+    net = load_net(state)
+    if args.plain:
+        module, extra = net, ()
+    elif args.pad == "slices":
+        import litert_gpu_toolkit.rewrites.gather  # noqa: F401  (registers the F.pad handler "patch_reflect_pad")
 
-audio = test_signal()
-expected = stream_reference(ref, audio)
-got = stream_net(module, audio, *extra)[0]
-diff = float(np.abs(got - expected).max())
-for change in getattr(module, "changes", []):
-    print(f"rewrite applied: {change.path} ({change.rewrite})")
-print(f"graph in torch fp32 vs TorchScript, {len(expected)} chunks of a test signal: max |dprob| = {diff:.3g}")
-if diff > args.tolerance:
-    sys.exit(f"FAIL: the graph to convert differs from the reference by {diff:.3g} > {args.tolerance:g}")
+        module = GpuRewriteWrapper(GpuStep(net, centre=not args.no_centre), include=["patch_reflect_pad"]).eval()
+        extra = (torch.ones(1),)
+    else:
+        net.pad = ReflectPadRight(CONTEXT)
+        module, extra = GpuStep(net, centre=not args.no_centre).eval(), (torch.ones(1),)
 
-sample = {"audio": torch.zeros(1, 576), "h": torch.zeros(1, HIDDEN), "c": torch.zeros(1, HIDDEN)}
-if not args.plain:
-    sample["one"] = torch.ones(1)
-start = time.perf_counter()
-export_tflite(module, (), out, kwargs=sample)
-info = read_model_info(out)
-sig = info.signatures[0]
-print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB, {info.num_ops} ops) in {time.perf_counter() - start:.1f} s")
-print(f"inputs {', '.join(f'{n} {list(t.shape)}' for n, t in sig.inputs.items())}; "
-      f"outputs {', '.join(f'{n} {list(t.shape)}' for n, t in sig.outputs.items())}")
-print("ops:", dict(sorted(info.op_histogram().items())))
-aliased = find_aliased_outputs(info)
-for a in aliased:
-    print(f"output-aliasing pattern: op {a.op_index} ADD({', '.join(a.operands)}) -> output {a.output.name}, "
-          f"also consumed by {', '.join(a.consumers)}")
-guarded = outputs_guarded_by_runtime_one(info)
-print("outputs emitted as x * one: " + ", ".join(f"{n.removeprefix(sig.key + '_').split('_output')[0]} {g}"
-                                                for n, g in guarded.items()))
-walls = [op for op in ("GATHER_ND", "SPLIT") if info.has_op(op)]
-if not args.plain and (aliased or walls):
-    sys.exit(f"FAIL: the GPU step still has {', '.join(walls + ['an aliased ADD output'] * bool(aliased))}")
+    audio = test_signal()
+    expected = stream_reference(ref, audio)
+    got = stream_net(module, audio, *extra)[0]
+    diff = float(np.abs(got - expected).max())
+    for change in getattr(module, "changes", []):
+        print(f"rewrite applied: {change.path} ({change.rewrite})")
+    print(f"graph in torch fp32 vs TorchScript, {len(expected)} chunks of a test signal: max |dprob| = {diff:.3g}")
+    if diff > args.tolerance:
+        print(f"FAIL: the graph to convert differs from the reference by {diff:.3g} > {args.tolerance:g}")
+        return 1
+
+    sample = {"audio": torch.zeros(1, 576), "h": torch.zeros(1, HIDDEN), "c": torch.zeros(1, HIDDEN)}
+    if not args.plain:
+        sample["one"] = torch.ones(1)
+    start = time.perf_counter()
+    export_tflite(module, (), out, kwargs=sample)
+    info = read_model_info(out)
+    sig = info.signatures[0]
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB, {info.num_ops} ops) in {time.perf_counter() - start:.1f} s")
+    print(f"inputs {', '.join(f'{n} {list(t.shape)}' for n, t in sig.inputs.items())}; "
+          f"outputs {', '.join(f'{n} {list(t.shape)}' for n, t in sig.outputs.items())}")
+    print("ops:", dict(sorted(info.op_histogram().items())))
+    aliased = find_aliased_outputs(info)
+    for a in aliased:
+        print(f"output-aliasing pattern: op {a.op_index} ADD({', '.join(a.operands)}) -> output {a.output.name}, "
+              f"also consumed by {', '.join(a.consumers)}")
+    guarded = outputs_guarded_by_runtime_one(info)
+    print("outputs emitted as x * one: " + ", ".join(f"{n.removeprefix(sig.key + '_').split('_output')[0]} {g}"
+                                                    for n, g in guarded.items()))
+    walls = [op for op in ("GATHER_ND", "SPLIT") if info.has_op(op)]
+    if not args.plain and (aliased or walls):
+        print(f"FAIL: the GPU step still has {', '.join(walls + ['an aliased ADD output'] * bool(aliased))}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -11,65 +11,43 @@ Two runs on the chosen device:
 
 Task check: `vad_net.segments` (threshold + minimum durations) turns both probability curves into speech
 segments. Gates: strict GPU residency (GPU devices); max |prob - reference| <= --max-error (0.01); same number of
-segments, every start and end within one chunk. Writes a PNG of both curves; results go to results.json here.
+segments, every start and end within one chunk. Writes a PNG of both curves; results go to results.json here
+(or in --results-dir). Exit 2: unknown device or a missing / corrupt artifact; exit 3: no usable GPU.
 
     python verify_vad.py                   # host GPU, fp16 (default)
     python verify_vad.py --device cpu      # LiteRT CPU (XNNPACK), for the latency comparison
 """
-import argparse
+from __future__ import annotations
+
 import math
-import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
+import numpy as np
+
+from litert_gpu_toolkit.recipe import (LATENCY_METRIC, ArtifactError, is_phone, latency_ms, load_model,
+                                       load_reference, open_session, print_failure, report_gates, residency,
+                                       run_on_device, strict_gates, verify_main, verify_parser, write_results)
+from litert_gpu_toolkit.rewrites.state import ONE_INPUT, feed_one
+from vad_net import CHUNK, HIDDEN, SAMPLE_RATE, segments, steps_of
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))
-sys.path.insert(0, str(HERE))
-
-import numpy as np  # noqa: E402
-
-from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
-from litert_gpu_toolkit.runtime import native_stderr_captured  # noqa: E402
-from litert_gpu_toolkit.phone import PhoneError  # noqa: E402
-from litert_gpu_toolkit.recipe import DeviceError, add_device_argument, is_phone, report_gates, residency_line, \
-    run_on_device, write_results  # noqa: E402
-from litert_gpu_toolkit.rewrites.state import ONE_INPUT, feed_one  # noqa: E402
-from vad_net import CHUNK, HIDDEN, SAMPLE_RATE, segments, steps_of  # noqa: E402
 
 CHUNK_S = CHUNK / SAMPLE_RATE
 
 
 def stream(model_path: Path, steps: np.ndarray, device: str) -> tuple[np.ndarray, list[float]]:
-    """Run the step over all chunks in this process, feeding its state back. Returns probs, seconds per chunk.
-    Strict like run_on_device: GPU devices compile GPU-only (an op the GPU rejects raises; nothing falls back)."""
-    from ai_edge_litert.compiled_model import CompiledModel
-    from ai_edge_litert.gpu_options import GpuOptions
-    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
-    from ai_edge_litert.options import Options
-
-    accel = HardwareAccelerator.CPU if device == "cpu" else HardwareAccelerator.GPU
-    options = Options(hardware_accelerators=accel, gpu_options=GpuOptions(enforce_f32=device == "host-gpu-fp32"))
-    model = CompiledModel.from_file(str(model_path), options=options)
-    key = list(model.get_signature_list())[0]
-    in_names = list(model.get_input_tensor_details(key))
-    out_details = model.get_output_tensor_details(key)
-    ins, outs = model.create_input_buffers(0), model.create_output_buffers(0)
-    ins[in_names.index(ONE_INPUT)].write(np.ones((1,), np.float32))   # written once, never changes
+    """Run the step over all chunks in this process (a `runtime.Session`, strict like run_on_device), feeding its
+    state back. Returns the probabilities and the seconds per chunk (write inputs + run + read outputs)."""
     h = c = np.zeros((1, HIDDEN), np.float32)
-    probs, seconds = [], []
-    for step in steps:
-        t0 = time.perf_counter()
-        for name, value in (("audio", step[None]), ("h", h), ("c", c)):
-            ins[in_names.index(name)].write(value)
-        model.run_by_index(0, ins, outs)
-        got = {name: outs[i].read(math.prod(d["shape"]), np.float32).reshape(d["shape"])
-               for i, (name, d) in enumerate(out_details.items())}
-        seconds.append(time.perf_counter() - t0)
-        h, c = got["h_next"], got["c_next"]
-        probs.append(float(got["prob"].reshape(-1)[0]))
-    return np.array(probs, np.float32), seconds
+    probs = []
+    with open_session(model_path, device) as session:
+        for k, step in enumerate(steps):
+            once = {ONE_INPUT: np.ones((1,), np.float32)} if k == 0 else {}  # written once, never changes
+            got = session.run({"audio": step[None], "h": h, "c": c, **once})
+            h, c = got["h_next"], got["c_next"]
+            probs.append(float(got["prob"].reshape(-1)[0]))
+    return np.array(probs, np.float32), session.seconds
 
 
 def plot(path: Path, audio, ref_prob, got_prob, ref_segs, got_segs, label: str, threshold: float) -> None:
@@ -100,7 +78,7 @@ def plot(path: Path, audio, ref_prob, got_prob, ref_segs, got_segs, label: str, 
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = verify_parser(__doc__, HERE)
     p.add_argument("--model", type=Path, default=HERE / "artifacts" / "silero_vad_step.tflite")
     p.add_argument("--ref", type=Path, default=HERE / "artifacts" / "vad_ref.npz", help="from dump_vad_ref.py")
     p.add_argument("--plot", type=Path, default=HERE / "artifacts" / "vad_probabilities.png")
@@ -108,40 +86,30 @@ def main() -> int:
     p.add_argument("--threshold", type=float, default=0.5, help="speech when prob >= this (default 0.5)")
     p.add_argument("--min-speech-ms", type=float, default=250.0, help="drop shorter segments (default 250)")
     p.add_argument("--min-silence-ms", type=float, default=100.0, help="bridge shorter gaps (default 100)")
-    p.add_argument("--results-dir", type=Path, default=HERE, help="where results.json goes (default: here)")
-    add_device_argument(p)
     args = p.parse_args()
-    for path, how in ((args.model, "export_vad.py"), (args.ref, "dump_vad_ref.py")):
-        if not path.exists():
-            p.error(f"{path} not found: run {how} first")
+    info = load_model(args.model, "export_vad.py")
+    ref = load_reference(args.ref, "dump_vad_ref.py")
 
-    ref = np.load(args.ref)
     audio, ref_prob = ref["audio"], ref["ref_prob"]
     steps = steps_of(audio)
-    info = read_model_info(args.model)
     sig = info.signatures[0]
     if sorted(sig.inputs) != sorted(["audio", "c", "h", ONE_INPUT]):
-        p.error(f"{args.model.name} takes {sorted(sig.inputs)}: verify the GPU step (export_vad.py without --plain)")
+        raise ArtifactError(f"{args.model.name} takes {sorted(sig.inputs)}: verify the GPU step (export_vad.py without --plain)")
     samples = [feed_one({"audio": steps[k:k + 1], "h": ref["h_in"][k:k + 1], "c": ref["c_in"][k:k + 1]})
                for k in range(len(steps))]
     print(f"{len(steps)} chunks of {CHUNK} samples ({len(audio) / SAMPLE_RATE:.2f} s) through {args.model.name} "
           f"on {args.device}")
-    try:
-        run = run_on_device(args.model, {sig.key: samples}, args.device)
-    except (DeviceError, PhoneError) as exc:
-        p.error(str(exc))
-    residency = residency_line(info, run)
-    print(residency)
-    gates = {} if args.device == "cpu" else {"strict GPU residency": run.ok and run.accelerator == "gpu"}
+    run = run_on_device(args.model, {sig.key: samples}, args.device)
+    res = residency(info, run)
+    print(res.line)
+    gates = strict_gates(args.device, res)
     err_gate, seg_gates = f"max |dprob| <= {args.max_error:g}", ("same number of speech segments",
                                                                  "segment boundaries within 1 chunk")
     if not run.ok:
-        print(f"run failed: {run.status}: {run.error}")
-        for r in run.gpu.rejected:
-            print(f"  rejected by the GPU: {r.op}: {r.reason}")
+        print_failure(run)
         gates.update({err_gate: False, seg_gates[0]: False, seg_gates[1]: False})
         report_gates(gates)
-        write_results(args.results_dir, graph=args.model.stem, device=args.device, run=run, residency=residency,
+        write_results(args.results_dir, graph=args.model.stem, device=args.device, run=run, residency=res.line,
                       metrics={}, gates=gates)
         return 1
     forced_prob = run.outputs[sig.key]["prob"].reshape(-1)
@@ -152,8 +120,7 @@ def main() -> int:
         got_prob, judged = forced_prob, "teacher-forced (phone runner: fixed inputs)"
         latency = [run.run_s.get(sig.key, float("nan"))]
     else:
-        with native_stderr_captured():
-            got_prob, latency = stream(args.model, steps, args.device)
+        got_prob, latency = stream(args.model, steps, args.device)
         judged = "streaming, own state"
         latency = latency[3:]                                  # the first calls warm up
     err = np.abs(got_prob - ref_prob)
@@ -164,7 +131,7 @@ def main() -> int:
     same_count = len(ref_segs) == len(got_segs)
     shift = max((max(abs(a[0] - b[0]), abs(a[1] - b[1])) for a, b in zip(ref_segs, got_segs)), default=0)
     seconds = lambda segs: [[round(s * CHUNK_S, 3), round(e * CHUNK_S, 3)] for s, e in segs]  # noqa: E731
-    median_ms = statistics.median(latency) * 1e3
+    median_ms = latency_ms(latency)
     p10_ms, p90_ms = (float(np.percentile(latency, q)) * 1e3 for q in (10, 90))
 
     print(f"{judged}: max |dprob| = {err.max():.3g} (chunk {int(err.argmax())}), mean {err.mean():.3g}")
@@ -180,13 +147,14 @@ def main() -> int:
     gates[seg_gates[1]] = bool(same_count and shift <= 1)
     ok = report_gates(gates)
     metrics = {"max_abs_prob_error": float(err.max()), "segments_tflite_ref": f"{len(got_segs)}/{len(ref_segs)}",
-               "chunk_latency_ms_median": round(median_ms, 4), "chunk_latency_ms_p10": round(p10_ms, 4),
-               "chunk_latency_ms_p90": round(p90_ms, 4),
+               LATENCY_METRIC: median_ms, "latency_ms_p10": round(p10_ms, 2),  # per chunk
+               "latency_ms_p90": round(p90_ms, 2),
                "max_boundary_shift_chunks": int(shift), "mean_abs_prob_error": float(err.mean()),
                "teacher_forced_max_abs_prob_error": forced_err, "chunks": len(steps),
                "compile_s": round(run.compile_s or 0.0, 3)}
-    out = write_results(args.results_dir, graph=args.model.stem, device=args.device, run=run, residency=residency,
+    out = write_results(args.results_dir, graph=args.model.stem, device=args.device, run=run, residency=res.line,
                         metrics=metrics, gates=gates,
+                        headline=["max_abs_prob_error", "segments_tflite_ref", LATENCY_METRIC],
                         extra={"judged_run": judged, "audio_s": round(len(audio) / SAMPLE_RATE, 2),
                                "segments_s": {"reference": seconds(ref_segs), "tflite": seconds(got_segs)},
                                "segmenter": {"threshold": args.threshold, "min_speech_chunks": min_speech,
@@ -196,4 +164,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(verify_main(main))

@@ -29,7 +29,6 @@ keeps only HF's RMSNorm (every other rewrite applied), to show what fp16 does to
 from __future__ import annotations
 
 import importlib.util
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,11 +37,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "utilities"))
 
-from litert_gpu_toolkit.rewrites.elementwise import repeat_kv_cat  # noqa: E402
-from litert_gpu_toolkit.rewrites.norms import patch_rmsnorm  # noqa: E402
-from litert_gpu_toolkit.rewrites.state import alias_safe_output  # noqa: E402
+from litert_gpu_toolkit.rewrites.elementwise import repeat_kv_cat
+from litert_gpu_toolkit.rewrites.norms import patch_rmsnorm
+from litert_gpu_toolkit.rewrites.state import alias_safe_output
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PREFILL_LEN = 64        # tokens per prefill graph (shorter prompts are right-padded)

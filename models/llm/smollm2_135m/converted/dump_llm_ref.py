@@ -20,14 +20,12 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))
-sys.path.insert(0, str(HERE))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+import numpy as np
+import torch
+from tqdm import tqdm
 
-import decoder as D  # noqa: E402
+import decoder as D
 
 
 def greedy(lm, ids: list[int], steps: int) -> tuple[np.ndarray, np.ndarray]:

@@ -18,15 +18,13 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))
-sys.path.insert(0, str(HERE))
 
-import torch  # noqa: E402
+import torch
 
-import decoder as D  # noqa: E402
-from litert_gpu_toolkit.export import export_tflite  # noqa: E402
-from litert_gpu_toolkit.fp16_weights import fp16_weights  # noqa: E402
-from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
+import decoder as D
+from litert_gpu_toolkit.export import export_tflite
+from litert_gpu_toolkit.fp16_weights import fp16_weights
+from litert_gpu_toolkit.model_info import read_model_info
 
 
 def main() -> int:

@@ -13,7 +13,9 @@
 
 Per step (prefill = step 0): correlation of the logits with torch's, top-1 agreement with torch's
 greedy token. Gates: strict GPU residency of both graphs (GPU devices), top-1 agreement >= 97 % over all
-steps of all prompts, min logits correlation >= 0.999. Results go to results.json here.
+steps of all prompts, min logits correlation >= 0.999. Results go to results.json here (or --results-dir).
+Exit status: 0 passed, 1 a gate failed, 2 unknown device / a phone (the loop needs a host device) / a missing or
+corrupt artifact, 3 no usable GPU (nothing recorded).
 
     python verify_llm.py                               # host GPU fp16: all prompts, 32 steps (see README.md)
     python verify_llm.py --device host-gpu-fp32        # GPU with fp32 compute
@@ -22,61 +24,26 @@ steps of all prompts, min logits correlation >= 0.999. Results go to results.jso
 """
 from __future__ import annotations
 
-import argparse
 import json
-import math
-import statistics
 import sys
-import time
 from pathlib import Path
 
+import numpy as np
+from tqdm import tqdm
+
+import decoder as D
+from litert_gpu_toolkit.metrics import compare
+from litert_gpu_toolkit.recipe import (LATENCY_METRIC, DeviceError, is_phone, latency_ms, load_model,
+                                       load_reference, open_session, print_failure, report_gates, residency,
+                                       run_on_device, strict_gates, verify_main, verify_parser, write_results)
+from litert_gpu_toolkit.runtime import Session
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))
-sys.path.insert(0, str(HERE))
-
-import numpy as np  # noqa: E402
-from tqdm import tqdm  # noqa: E402
-
-import decoder as D  # noqa: E402
-from litert_gpu_toolkit.metrics import compare  # noqa: E402
-from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
-from litert_gpu_toolkit.runtime import native_stderr_captured  # noqa: E402
-from litert_gpu_toolkit.recipe import (DeviceError, add_device_argument, is_phone, report_gates,  # noqa: E402
-                                       residency_line, run_on_device, write_results)
 
 TOP1_GATE, CORR_GATE = 0.97, 0.999
 
 
-class DecodeSession:
-    """The decode graph compiled once in this process (strict: GPU devices compile GPU-only, nothing falls back)."""
-
-    def __init__(self, path: Path, device: str):
-        from ai_edge_litert.compiled_model import CompiledModel
-        from ai_edge_litert.gpu_options import GpuOptions
-        from ai_edge_litert.hardware_accelerator import HardwareAccelerator
-        from ai_edge_litert.options import Options
-
-        accel = HardwareAccelerator.CPU if device == "cpu" else HardwareAccelerator.GPU
-        options = Options(hardware_accelerators=accel, gpu_options=GpuOptions(enforce_f32=device == "host-gpu-fp32"))
-        self.model = CompiledModel.from_file(str(path), options=options)
-        key = list(self.model.get_signature_list())[0]
-        self.in_names = list(self.model.get_input_tensor_details(key))
-        self.out_details = self.model.get_output_tensor_details(key)
-        self.ins, self.outs = self.model.create_input_buffers(0), self.model.create_output_buffers(0)
-        self.seconds: list[float] = []
-
-    def step(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        t0 = time.perf_counter()
-        for i, name in enumerate(self.in_names):
-            self.ins[i].write(np.ascontiguousarray(inputs[name]))
-        self.model.run_by_index(0, self.ins, self.outs)
-        got = {name: self.outs[i].read(math.prod(d["shape"]), np.dtype(d["dtype"])).reshape(d["shape"])
-               for i, (name, d) in enumerate(self.out_details.items())}
-        self.seconds.append(time.perf_counter() - t0)
-        return got
-
-
-def generate(session: DecodeSession, dims: D.Dims, length: int, cache: dict, ref_tokens: np.ndarray,
+def generate(session: Session, dims: D.Dims, length: int, cache: dict, ref_tokens: np.ndarray,
              first_logits: np.ndarray, steps: int, capacity: int) -> tuple[list[np.ndarray], list[int]]:
     """Teacher-forced logits [steps] (step j fed torch's token j) and the free-running tokens [steps + 1]."""
     free = [int(first_logits.argmax())]
@@ -85,7 +52,7 @@ def generate(session: DecodeSession, dims: D.Dims, length: int, cache: dict, ref
     for j in tqdm(range(steps), desc="  decode (teacher-forced)", unit="step", leave=False, file=sys.stdout):
         if forked is None and free[j] != ref_tokens[j]:
             forked = (j, dict(cache))
-        out = session.step({**D.decode_inputs(dims, int(ref_tokens[j]), length + j, capacity), **cache})
+        out = session.run({**D.decode_inputs(dims, int(ref_tokens[j]), length + j, capacity), **cache})
         logits.append(out.pop("logits").reshape(-1))
         cache = out
         if forked is None:
@@ -93,123 +60,109 @@ def generate(session: DecodeSession, dims: D.Dims, length: int, cache: dict, ref
     if forked is not None:
         j0, cache = forked
         for j in tqdm(range(j0, steps), desc="  decode (free-running)", unit="step", leave=False, file=sys.stdout):
-            out = session.step({**D.decode_inputs(dims, free[j], length + j, capacity), **cache})
+            out = session.run({**D.decode_inputs(dims, free[j], length + j, capacity), **cache})
             free.append(int(out.pop("logits").argmax()))
             cache = out
     return logits, free
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = verify_parser(__doc__, HERE)
     p.add_argument("--prefill", type=Path, default=HERE / "artifacts" / "prefill.tflite")
     p.add_argument("--decode", type=Path, default=HERE / "artifacts" / "decode.tflite")
     p.add_argument("--ref", type=Path, default=HERE / "artifacts" / "llm_ref.npz", help="from dump_llm_ref.py")
     p.add_argument("--prompts", type=int, default=None, metavar="N", help="only the first N prompts of the dump")
     p.add_argument("--steps", type=int, default=None, metavar="K", help="decode steps (default: all in the dump)")
-    p.add_argument("--results-dir", type=Path, default=HERE, help="where results.json goes (default: here)")
-    add_device_argument(p)
     args = p.parse_args()
-    for path, how in ((args.prefill, "export_prefill.py"), (args.decode, "export_decode.py"),
-                      (args.ref, "dump_llm_ref.py")):
-        if not path.exists():
-            p.error(f"{path} not found: run {how} first")
     if is_phone(args.device):
-        p.error("the decode loop feeds each step's outputs back in; the phone runner takes fixed inputs only")
-
-    ref = np.load(args.ref)
+        raise DeviceError(f"{args.device} is a phone: the decode loop feeds each step's outputs back in, and the "
+                          "phone runner takes fixed inputs only; use host-gpu, host-gpu-fp32 or cpu")
+    pre_info = load_model(args.prefill, "export_prefill.py")
+    dec_info = load_model(args.decode, "export_decode.py")
+    ref = load_reference(args.ref, "dump_llm_ref.py")
     dims = D.Dims.of(json.loads(str(ref["config"])))
     n = min(args.prompts or len(ref["prompts"]), len(ref["prompts"]))
     steps = min(args.steps if args.steps is not None else ref["tokens"].shape[1] - 1, ref["tokens"].shape[1] - 1)
     prompts, lengths, ref_tokens, ref_logits = ref["prompts"][:n], ref["lengths"][:n], ref["tokens"][:n], ref["logits"][:n]
-    pre_info, dec_info = read_model_info(args.prefill), read_model_info(args.decode)
     length = pre_info.signatures[0].inputs["tokens"].shape[1]
     capacity = dec_info.signatures[0].inputs["k_0"].shape[2]
     print(f"{n} prompts ({lengths.min()}-{lengths.max()} tokens), prefill + {steps} decode steps, on {args.device}")
 
     # 1. prefill, every prompt on one compile
     samples = [D.prefill_inputs(dims, ref["ids"][i, :lengths[i]], length) for i in range(n)]
-    try:
-        pre_run = run_on_device(args.prefill, {pre_info.signatures[0].key: samples}, args.device)
-    except DeviceError as exc:
-        p.error(str(exc))
-    pre_res = residency_line(pre_info, pre_run)
-    print(f"prefill: {pre_res}")
+    pre_run = run_on_device(args.prefill, {pre_info.signatures[0].key: samples}, args.device)
+    pre_res = residency(pre_info, pre_run)
+    print(f"prefill: {pre_res.line}")
     if not pre_run.ok:
-        print(f"prefill failed: {pre_run.status}: {pre_run.error}")
-        for r in pre_run.gpu.rejected:
-            print(f"  rejected by the GPU: {r.op}: {r.reason}")
+        print_failure(pre_run, "prefill")
         return 1
     pre_out = pre_run.outputs[pre_info.signatures[0].key]
-    prefill_ms = pre_run.run_s[pre_info.signatures[0].key] * 1e3
+    prefill_ms = latency_ms(pre_run.run_s[pre_info.signatures[0].key])  # median over the prompts
 
     # 2. decode residency and latency (one step, prompt 0, from its prefill cache)
     cache0 = {k: v[0] for k, v in pre_out.items() if k != "logits"}
     first = {**D.decode_inputs(dims, int(ref_tokens[0, 0]), int(lengths[0]), capacity), **cache0}
     dec_run = run_on_device(args.decode, {dec_info.signatures[0].key: first}, args.device, repeats=3)
-    dec_res = residency_line(dec_info, dec_run)
-    print(f"decode:  {dec_res}")
+    dec_res = residency(dec_info, dec_run)
+    print(f"decode:  {dec_res.line}")
     if not dec_run.ok:
-        print(f"decode failed: {dec_run.status}: {dec_run.error}")
-        for r in dec_run.gpu.rejected:
-            print(f"  rejected by the GPU: {r.op}: {r.reason}")
+        print_failure(dec_run, "decode")
         return 1
-    decode_ms = dec_run.run_s[dec_info.signatures[0].key] * 1e3
+    decode_ms = latency_ms(dec_run.run_s[dec_info.signatures[0].key])
 
-    # 3. generation with the graphs' own cache
-    with native_stderr_captured():
-        session = DecodeSession(args.decode, args.device)
+    # 3. generation with the graphs' own cache: the decode graph compiled once in this process (runtime.Session)
     from transformers import AutoTokenizer
     tokenizer = AutoTokenizer.from_pretrained(args.ref.parent / "tokenizer")
     stop = set(int(e) for e in ref["eos"])
     corrs, agree, rows = [], [], []
-    for i in range(n):
-        cache = {k: v[i] for k, v in pre_out.items() if k != "logits"}
-        first_logits = pre_out["logits"][i].reshape(-1)
-        with native_stderr_captured():
+    # one compile for every prompt; native stderr kept off the console while the loop runs
+    with open_session(args.decode, args.device) as session:
+        for i in range(n):
+            cache = {k: v[i] for k, v in pre_out.items() if k != "logits"}
+            first_logits = pre_out["logits"][i].reshape(-1)
             logits, free = generate(session, dims, int(lengths[i]), cache, ref_tokens[i], first_logits, steps, capacity)
-        got = [first_logits, *logits]
-        c = [compare(g, r).corr for g, r in zip(got, ref_logits[i])]
-        a = [int(g.argmax()) == int(t) for g, t in zip(got, ref_tokens[i])]
-        corrs += c
-        agree += a
-        same = next((j for j, (f, t) in enumerate(zip(free, ref_tokens[i])) if f != t), len(free))
-        torch_text = tokenizer.decode(D.cut_at(ref_tokens[i, :steps + 1].tolist(), stop))
-        tflite_text = tokenizer.decode(D.cut_at(free, stop))
-        rows.append({"prompt": str(prompts[i]), "top1": float(np.mean(a)), "min_corr": float(min(c)),
-                     "free_running_same_tokens": same, "torch": torch_text, "tflite": tflite_text})
-        print(f"[{i}] {str(prompts[i])!r}: top-1 {sum(a)}/{len(a)}, logits corr min {min(c):.5f} (prefill {c[0]:.5f}), "
-              f"free-running = torch for {same}/{len(free)} tokens")
-        print(f"    torch : {torch_text!r}\n    tflite: {tflite_text!r}")
-    step_ms = statistics.median(session.seconds) * 1e3
+            got = [first_logits, *logits]
+            c = [compare(g, r).corr for g, r in zip(got, ref_logits[i])]
+            a = [int(g.argmax()) == int(t) for g, t in zip(got, ref_tokens[i])]
+            corrs += c
+            agree += a
+            same = next((j for j, (f, t) in enumerate(zip(free, ref_tokens[i])) if f != t), len(free))
+            torch_text = tokenizer.decode(D.cut_at(ref_tokens[i, :steps + 1].tolist(), stop))
+            tflite_text = tokenizer.decode(D.cut_at(free, stop))
+            rows.append({"prompt": str(prompts[i]), "top1": float(np.mean(a)), "min_corr": float(min(c)),
+                         "free_running_same_tokens": same, "torch": torch_text, "tflite": tflite_text})
+            print(f"[{i}] {str(prompts[i])!r}: top-1 {sum(a)}/{len(a)}, logits corr min {min(c):.5f} (prefill {c[0]:.5f}), "
+                  f"free-running = torch for {same}/{len(free)} tokens")
+            print(f"    torch : {torch_text!r}\n    tflite: {tflite_text!r}")
+    step_ms = latency_ms(session.seconds)
     top1, min_corr = float(np.mean(agree)), float(min(corrs))
     print(f"top-1 agreement (teacher-forced): {sum(agree)}/{len(agree)} = {top1:.2%}; logits corr min {min_corr:.6f}, "
           f"mean {float(np.mean(corrs)):.6f}")
     print(f"latency: prefill ({length} tokens) {prefill_ms:.0f} ms; one decode step {decode_ms:.0f} ms "
           f"(in the loop, with cache I/O: median {step_ms:.0f} ms)")
 
-    gates = {}
-    if args.device != "cpu":
-        gates["strict GPU residency (prefill and decode)"] = pre_res.endswith("(strict GPU)") and \
-            dec_res.endswith("(strict GPU)")
+    gates = strict_gates(args.device, pre_res, dec_res)
     gates[f"top-1 agreement >= {TOP1_GATE:.0%}"] = top1 >= TOP1_GATE
     gates[f"min logits corr >= {CORR_GATE}"] = min_corr >= CORR_GATE
     ok = report_gates(gates)
     common = {"prompts": n, "decode_steps": steps, "prefill_len": length, "cache_capacity": capacity}
     metrics = {"top1_agreement": round(top1, 5), "min_logits_corr": round(min_corr, 6),
-               "mean_logits_corr": round(float(np.mean(corrs)), 6), "decode_step_ms": round(decode_ms, 1),
-               "decode_step_in_loop_ms": round(step_ms, 1), "prefill_ms": round(prefill_ms, 1),
+               "mean_logits_corr": round(float(np.mean(corrs)), 6), LATENCY_METRIC: decode_ms,  # one step
+               "in_loop_latency_ms_median": step_ms,  # one step in the generation loop, with cache I/O
                "free_running_same_tokens": f"{sum(r['free_running_same_tokens'] for r in rows)}/{n * (steps + 1)}",
                **common}
-    write_results(args.results_dir, graph="prefill", device=args.device, run=pre_run, residency=pre_res,
-                  metrics={"prefill_ms": round(prefill_ms, 1), "prefill_min_corr": round(min(corrs[::steps + 1]), 6),
+    write_results(args.results_dir, graph="prefill", device=args.device, run=pre_run, residency=pre_res.line,
+                  headline=["prefill_min_corr", "prompts", LATENCY_METRIC],
+                  metrics={LATENCY_METRIC: prefill_ms, "prefill_min_corr": round(min(corrs[::steps + 1]), 6),
                            **common},
-                  gates={k: v for k, v in gates.items() if k.startswith("strict")}
+                  gates=strict_gates(args.device, pre_res)
                   | {f"prefill logits corr >= {CORR_GATE}": min(corrs[::steps + 1]) >= CORR_GATE})
-    out = write_results(args.results_dir, graph="decode", device=args.device, run=dec_run, residency=dec_res,
-                        metrics=metrics, gates=gates, extra={"per_prompt": rows, "prefill_residency": pre_res})
+    out = write_results(args.results_dir, graph="decode", device=args.device, run=dec_run, residency=dec_res.line,
+                        metrics=metrics, gates=gates, headline=["top1_agreement", "min_logits_corr", "mean_logits_corr"],
+                        extra={"per_prompt": rows, "prefill_residency": pre_res.line})
     print(f"{'PASSED' if ok else 'FAILED'}; recorded in {out}")
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(verify_main(main))

@@ -22,11 +22,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))  # the toolkit, without installing it
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from litert_gpu_toolkit.weights import resolve_model_dir  # noqa: E402
+from litert_gpu_toolkit.weights import resolve_model_dir
 
 
 def read_sentences(path: Path) -> list[str]:

@@ -26,16 +26,15 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))  # the toolkit, without installing it
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-from litert_gpu_toolkit.export import export_tflite  # noqa: E402
-from litert_gpu_toolkit.fp16_weights import fp16_weights  # noqa: E402
-from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
-from litert_gpu_toolkit.rewrites.normalize import l2_normalize  # noqa: E402
-from litert_gpu_toolkit.weights import resolve_model_dir  # noqa: E402
+from litert_gpu_toolkit.export import export_tflite
+from litert_gpu_toolkit.fp16_weights import fp16_weights
+from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.rewrites.normalize import l2_normalize
+from litert_gpu_toolkit.weights import resolve_model_dir
 
 ARTIFACTS = HERE / "artifacts"
 MASK_VALUE = -1.0e4  # finite in fp16 (HF's finfo(fp32).min becomes -inf there); exp(-1e4) is 0 in fp32 too

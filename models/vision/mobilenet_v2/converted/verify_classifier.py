@@ -6,68 +6,56 @@ one compile, one run per photo -- and reports the residency line, per photo the 
 torch, whether top-1 and the top-5 list (in order, and as a set) are identical, and the predicted class names.
 
 Gates (exit status 1 if any fails): strict GPU residency N/N (GPU devices), top-1 identical on every photo,
-min logits correlation >= 0.999. Results are merged into results.json next to this script.
+min logits correlation >= 0.999. Results are merged into results.json next to this script (or in
+--results-dir). Exit 2: unknown device or a missing / corrupt artifact; exit 3: no usable GPU.
 
     python verify_classifier.py                  # software/host GPU, fp16
     python verify_classifier.py --device cpu
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
+from litert_gpu_toolkit.metrics import compare
+from litert_gpu_toolkit.recipe import (LATENCY_METRIC, latency_ms, load_model, load_reference, print_failure,
+                                       report_gates, residency, run_on_device, strict_gates, verify_main,
+                                       verify_parser, write_results)
+from mobilenet_v2 import class_names
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))  # the toolkit, without installing it
-
-import numpy as np  # noqa: E402
-
-from litert_gpu_toolkit.metrics import compare  # noqa: E402
-from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
-from litert_gpu_toolkit.phone import PhoneError  # noqa: E402
-from litert_gpu_toolkit.recipe import (DeviceError, add_device_argument, report_gates, residency_line,  # noqa: E402
-                                       run_on_device, write_results)
-from mobilenet_v2 import class_names  # noqa: E402
 
 MIN_CORR = 0.999
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", type=Path, default=HERE / "artifacts" / "mobilenet_v2.tflite")
+    p = verify_parser(__doc__, HERE)
+    p.add_argument("--model", type=Path, default=HERE / "artifacts" / "mobilenet_v2.tflite",
+                   help="the .tflite to check (from export_classifier.py)")
     p.add_argument("--ref", type=Path, default=HERE / "artifacts" / "classifier_ref.npz",
                    help="reference dump from dump_classifier_ref.py")
-    add_device_argument(p)
     args = p.parse_args()
-    for path, how in ((args.model, "export_classifier.py"), (args.ref, "dump_classifier_ref.py")):
-        if not path.exists():
-            p.error(f"{path} not found: run {how} first")
+    info = load_model(args.model, "export_classifier.py")
+    ref = load_reference(args.ref, "dump_classifier_ref.py")
 
-    ref = np.load(args.ref)
     photos, inputs, expected = [str(s) for s in ref["photos"]], ref["inputs"], ref["logits"]
-    info = read_model_info(args.model)
     sig = info.signatures[0]
     print(f"running {len(photos)} photos through {args.model.name} on {args.device} (one compile) ...")
     start = time.perf_counter()
-    try:
-        run = run_on_device(args.model, {sig.key: [{"args_0": inputs[i:i + 1]} for i in range(len(photos))]},
-                            args.device)
-    except (DeviceError, PhoneError) as exc:  # unknown name, or a phone that is not reachable
-        p.error(str(exc))
+    run = run_on_device(args.model, {sig.key: [{"args_0": inputs[i:i + 1]} for i in range(len(photos))]},
+                        args.device)
     wall = time.perf_counter() - start
-    residency = residency_line(info, run)
-    print(residency)
+    res = residency(info, run)
+    print(res.line)
 
-    gates: dict[str, bool] = {}
-    if args.device != "cpu":
-        gates["strict GPU residency N/N"] = run.ok and run.accelerator == "gpu"
+    gates = strict_gates(args.device, res)
     metrics: dict = {}
     per_photo: dict = {}
     if not run.ok:
-        print(f"run failed: {run.status}: {run.error}")
-        for r in run.gpu.rejected:
-            print(f"  rejected by the GPU: {r.op}: {r.reason}")
+        print_failure(run)
         gates.update({"top-1 identical on every photo": False, f"min logits corr >= {MIN_CORR}": False})
     else:
         names = class_names()
@@ -91,23 +79,24 @@ def main() -> int:
                    "max_abs_logit_error": float(np.abs(got - expected).max()),
                    "nonfinite": int((~np.isfinite(got)).sum()),
                    "compile_s": round(run.compile_s or 0.0, 3),
-                   "run_ms_median": round(1000 * run.run_s.get(sig.key, 0.0), 1),
+                   LATENCY_METRIC: latency_ms(run.run_s.get(sig.key, 0.0)),  # per photo
                    "verify_wall_s": round(wall, 1)}
         print(f"min corr {metrics['min_logits_corr']:.6f}, top-1 {sum(top1)}/{len(photos)}, "
               f"top-5 identical in order {sum(top5)}/{len(photos)} (same five classes {sum(top5_set)}/{len(photos)}), "
               f"max abs logit error {metrics['max_abs_logit_error']:.3g}")
-        print(f"compile {metrics['compile_s']:.2f} s, run {metrics['run_ms_median']:.0f} ms per photo (median), "
+        print(f"compile {metrics['compile_s']:.2f} s, run {metrics[LATENCY_METRIC]:.0f} ms per photo (median), "
               f"{wall:.0f} s in all")
         gates["top-1 identical on every photo"] = all(top1)
         gates[f"min logits corr >= {MIN_CORR}"] = bool(min(corr) >= MIN_CORR)
 
     ok = report_gates(gates)
-    out = write_results(HERE, graph="classifier", device=args.device, run=run, residency=residency,
+    out = write_results(args.results_dir, graph="classifier", device=args.device, run=run, residency=res.line,
                         metrics=metrics, gates=gates,
+                        headline=["min_logits_corr", "top1_agreement", "top5_identical"],
                         extra={"model_file": args.model.name, "ops": info.num_ops, "per_photo": per_photo})
     print(f"{'PASSED' if ok else 'FAILED'}; recorded in {out.name}")
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(verify_main(main))

@@ -8,34 +8,36 @@ P-Net (all pyramid levels of all photos), R-Net (all crops, in chunks of its fix
 Reported: the residency line of each network, per photo the faces found by torch and by the device, the IoU
 of each face's box, the landmark error in pixels, and the P-Net probability maps' error on identical inputs.
 Gates (exit status 1 if any fails): strict GPU residency for all three networks (GPU devices), the same
-number of faces in every photo, IoU >= 0.95 for every face. Results are merged into results.json.
+number of faces in every photo, IoU >= 0.95 for every face. Results are merged into results.json (here, or
+in --results-dir). Exit 2: unknown device or a missing / corrupt artifact; exit 3: no usable GPU.
 
     python verify_mtcnn.py                 # software/host GPU, fp16
     python verify_mtcnn.py --device cpu
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
+from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.recipe import (LATENCY_METRIC, ArtifactError, latency_ms, load_model, load_reference,
+                                       print_failure, report_gates, residency, run_on_device, strict_gates,
+                                       verify_main, verify_parser, write_results)
+from mtcnn import detect, load_photo, match_faces, pnet_signature, pyramid_sizes
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))  # the toolkit, without installing it
-
-import numpy as np  # noqa: E402
-
-from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
-from litert_gpu_toolkit.phone import PhoneError  # noqa: E402
-from litert_gpu_toolkit.recipe import (DeviceError, add_device_argument, report_gates, residency_line,  # noqa: E402
-                                       run_on_device, write_results)
-from mtcnn import detect, load_photo, match_faces, pnet_signature, pyramid_sizes  # noqa: E402
+NETS = ("pnet", "rnet", "onet")
 
 MIN_IOU = 0.95
 
 
 class StageFailed(RuntimeError):
-    pass
+    def __init__(self, name: str, run):
+        super().__init__(f"{name}: {run.status}: {run.error}")
+        self.name, self.run = name, run
 
 
 def device_runners(art: Path, device: str, runs: dict):
@@ -45,7 +47,7 @@ def device_runners(art: Path, device: str, runs: dict):
         run = run_on_device(art / f"{name}.tflite", inputs, device)
         runs[name] = (run, time.perf_counter() - start)
         if not run.ok:
-            raise StageFailed(f"{name}: {run.status}: {run.error}")
+            raise StageFailed(name, run)
         return run.outputs
 
     def run_pnet(per_photo):
@@ -71,51 +73,39 @@ def device_runners(art: Path, device: str, runs: dict):
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = verify_parser(__doc__, HERE)
     p.add_argument("--artifacts", type=Path, default=HERE / "artifacts", help="folder with the three .tflite")
     p.add_argument("--ref", type=Path, default=HERE / "artifacts" / "mtcnn_ref.npz",
                    help="reference dump from dump_mtcnn_ref.py")
-    add_device_argument(p)
     args = p.parse_args()
-    for path, how in [(args.artifacts / f"{n}.tflite", "export_mtcnn.py") for n in ("pnet", "rnet", "onet")] + \
-                     [(args.ref, "dump_mtcnn_ref.py")]:
-        if not path.exists():
-            p.error(f"{path} not found: run {how} first")
-    ref = np.load(args.ref)
+    infos = {n: load_model(args.artifacts / f"{n}.tflite", "export_mtcnn.py") for n in NETS}
+    ref = load_reference(args.ref, "dump_mtcnn_ref.py")
     photos = [str(s) for s in ref["photos"]]
     images = [load_photo(ph) for ph in photos]
-    have = {s.key for s in read_model_info(args.artifacts / "pnet.tflite").signatures}
+    have = {s.key for s in infos["pnet"].signatures}
     need = {pnet_signature(size) for img in images for size in pyramid_sizes(*img.shape[:2])}
     if need - have:
-        p.error(f"pnet.tflite lacks pyramid levels {sorted(need - have)}: export with the photos' --image-size")
+        raise ArtifactError(f"pnet.tflite lacks pyramid levels {sorted(need - have)}: export with the photos' "
+                            "--image-size")
 
     runs: dict = {}
     start = time.perf_counter()
     print(f"running {len(photos)} photos through P-Net, R-Net and O-Net on {args.device} ...")
     try:
         found = detect(images, *device_runners(args.artifacts, args.device, runs))
-    except (DeviceError, PhoneError) as exc:  # unknown name, or a phone that is not reachable
-        p.error(str(exc))
     except StageFailed as exc:
-        print(f"run failed: {exc}")
+        print_failure(exc.run, exc.name)
         found = None
     wall = time.perf_counter() - start
 
-    gates: dict[str, bool] = {}
-    residency = {}
-    for name in ("pnet", "rnet", "onet"):
-        info = read_model_info(args.artifacts / f"{name}.tflite")
-        if name in runs:
-            run = runs[name][0]
-            residency[name] = residency_line(info, run)
-            for r in run.gpu.rejected:
-                print(f"  {name} rejected by the GPU: {r.op}: {r.reason}")
-        else:
-            residency[name] = "not run (an earlier stage failed)"
-        print(f"{name}: {residency[name]}")
-    if args.device != "cpu":
-        gates["strict GPU residency N/N (P-, R- and O-Net)"] = all(
-            name in runs and runs[name][0].ok and runs[name][0].accelerator == "gpu" for name in ("pnet", "rnet", "onet"))
+    res = {name: residency(infos[name], runs[name][0]) for name in NETS if name in runs}
+    lines = {name: res[name].line if name in res else "not run (an earlier stage failed)" for name in NETS}
+    for name in NETS:
+        print(f"{name}: {lines[name]}")
+    # every network must have run and be strict: a stage that never ran fails the gate
+    gates = strict_gates(args.device, *res.values())
+    if gates and len(res) < len(NETS):
+        gates = {k: False for k in gates}
 
     metrics: dict = {}
     per_photo: dict = {}
@@ -149,13 +139,13 @@ def main() -> int:
                    "pnet_prob_max_abs_err": float(f"{max(prob_err):.3g}"), "photos": len(photos)}
         for n, (r, w) in runs.items():  # timings: compile, median run of the slowest signature, whole call
             metrics.update({f"{n}_compile_s": round(r.compile_s or 0.0, 3),
-                            f"{n}_run_ms": round(1000 * max(r.run_s.values(), default=0.0), 1),
+                            f"{n}_{LATENCY_METRIC}": latency_ms(max(r.run_s.values(), default=0.0)),
                             f"{n}_call_s": round(w, 1)})
         metrics["verify_wall_s"] = round(wall, 1)
         print(f"min IoU {metrics['min_iou']}, max landmark error {metrics['max_landmark_err_px']:.2f} px, "
               f"P-Net face-probability max abs error {metrics['pnet_prob_max_abs_err']:.3g} (same inputs)")
         for n in runs:
-            print(f"  {n}: compile {metrics[n + '_compile_s']:.2f} s, run {metrics[n + '_run_ms']:.0f} ms "
+            print(f"  {n}: compile {metrics[n + '_compile_s']:.2f} s, run {metrics[f'{n}_{LATENCY_METRIC}']:.0f} ms "
                   f"(median, slowest signature), whole call {metrics[n + '_call_s']:.1f} s")
         gates["same number of faces in every photo"] = bool(same_count)
         gates[f"IoU >= {MIN_IOU} for every face"] = bool(ious) and min(ious) >= MIN_IOU
@@ -163,12 +153,14 @@ def main() -> int:
     ok = report_gates(gates)
     first = runs.get("pnet", (None,))[0]
     if first is not None:
-        out = write_results(HERE, graph="mtcnn", device=args.device, run=first,
-                            residency="; ".join(f"{n}: {line}" for n, line in residency.items()),
-                            metrics=metrics, gates=gates, extra={"per_photo": per_photo})
+        out = write_results(args.results_dir, graph="mtcnn", device=args.device, run=first,
+                            residency="; ".join(f"{n}: {line}" for n, line in lines.items()),
+                            metrics=metrics, gates=gates, headline=["min_iou", "faces_torch_device",
+                                                                    "max_landmark_err_px"],
+                            extra={"per_photo": per_photo})
         print(f"{'PASSED' if ok else 'FAILED'}; recorded in {out.name}")
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(verify_main(main))

@@ -9,21 +9,18 @@ torch, and prints a markdown table (median of --repeats runs after one warm-up c
 """
 import argparse
 import platform
-import sys
 from pathlib import Path
 
 import torch
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))
-sys.path.insert(0, str(HERE))
-import srvgg  # noqa: E402
-from export_sr import gpu_ready  # noqa: E402
-from litert_gpu_toolkit.export import export_tflite  # noqa: E402
-from litert_gpu_toolkit.metrics import compare  # noqa: E402
-from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
-from litert_gpu_toolkit.recipe import device_label  # noqa: E402
-from litert_gpu_toolkit.runtime import compile_and_run  # noqa: E402
+import srvgg
+from export_sr import gpu_ready
+from litert_gpu_toolkit.export import export_tflite
+from litert_gpu_toolkit.metrics import compare
+from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.recipe import device_label
+from litert_gpu_toolkit.runtime import compile_and_run
 
 
 def main() -> None:

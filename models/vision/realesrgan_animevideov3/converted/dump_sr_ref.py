@@ -8,7 +8,6 @@ so verify compares the .tflite and torch tile for tile and on the stitched image
   python dump_sr_ref.py --crop 0              # whole photos (slow on a software GPU in verify)
 """
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +16,8 @@ import torch
 from tqdm import tqdm
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))
-sys.path.insert(0, str(HERE))
-import srvgg  # noqa: E402
-from litert_gpu_toolkit.tiling import split  # noqa: E402
+import srvgg
+from litert_gpu_toolkit.tiling import split
 
 PHOTOS = ("astronaut", "chelsea", "coffee")
 

@@ -11,18 +11,15 @@ x2 / x3 end in a bicubic resize, which plain conversion turns into GATHER_ND + B
 toolkit's `patch_interpolate` rewrites it into constant separable matrix products (exact).
 """
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import torch
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "utilities"))
-sys.path.insert(0, str(HERE))
-import srvgg  # noqa: E402
-from litert_gpu_toolkit.export import export_tflite  # noqa: E402
-from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper  # noqa: E402
+import srvgg
+from litert_gpu_toolkit.export import export_tflite
+from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 
 
 def artifact_path(scale: int, tile: int, pixelshuffle: str) -> Path:

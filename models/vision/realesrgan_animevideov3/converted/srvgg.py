@@ -8,15 +8,13 @@ input upsampled x4 (nearest). The x2 and x3 files are the same x4 network follow
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "utilities"))
-from litert_gpu_toolkit.ncnn import NcnnFormatError, read_ncnn  # noqa: E402
+from litert_gpu_toolkit.ncnn import NcnnFormatError, read_ncnn
 
 SCALES = (2, 3, 4)
 
