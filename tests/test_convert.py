@@ -48,14 +48,19 @@ def test_apply_patches_applies_module_patches_and_lists_functional_ones():
 
 def test_include_exclude_and_opt_in_rules():
     model = Walls()
-    changes = apply_patches(model, ((X,), {"bias": BIAS}), include=["patch_conv_transpose"])
+    changes = apply_patches(model, ((X,), {"bias": BIAS}), only=["patch_conv_transpose"])
     assert {c.rewrite for c in changes} == {"patch_conv_transpose"}
+    model = Walls()                                     # include= adds to the defaults, it does not restrict
+    changes = apply_patches(model, ((X,), {"bias": BIAS}), include=["patch_conv_transpose"])
+    assert {"patch_conv_transpose", "patch_select", "patch_chunk"} <= {c.rewrite for c in changes}
     model = Walls()
     changes = apply_patches(model, ((X,), {"bias": BIAS}), exclude=["patch_select", "patch_conv_transpose"])
     assert not {"patch_select", "patch_conv_transpose"} & {c.rewrite for c in changes}
     assert isinstance(model.up, nn.ConvTranspose2d) and isinstance(model.act, nn.ELU)
-    with pytest.raises(ValueError, match="unknown rewrite"):
+    with pytest.raises(ValueError, match="unknown rewrite.*patch_does_not_exist.*known: .*patch_select"):
         apply_patches(Walls(), None, include=["patch_does_not_exist"])
+    with pytest.raises(ValueError, match="patch_nope"):
+        convert_for_gpu(Walls(), (X,), "unused.tflite", only=["patch_nope"])
 
     calls = []
 
