@@ -52,10 +52,17 @@ class GpuRewriteMode(TorchFunctionMode):
 
 
 class GpuRewriteWrapper(torch.nn.Module):
-    """Runs `model` with the functional rewrites active (only inside this forward)."""
+    """Runs `model` with the functional rewrites active (only inside this forward).
+
+    include: only these handler names (default: all registered); exclude: never these. A name that no
+    rewrite has raises ValueError listing the known names (a typo must not silently do nothing)."""
 
     def __init__(self, model: torch.nn.Module, include=None, exclude=None):
         super().__init__()
+        from ..convert import check_names
+
+        check_names(include, "include")
+        check_names(exclude, "exclude")
         self.model = model
         self.include, self.exclude = include, exclude
         self.changes: list[Change] = []
