@@ -26,7 +26,8 @@ from .rewrites import PATCHES, Change
 # Every rewrite module of the toolkit, imported for its registrations. A module that is not there
 # (a partial vendoring of the toolkit) is skipped and listed in `missing_rewrite_modules()`;
 # a module that is there but fails to import raises: a broken rewrite must not pass silently.
-REWRITE_MODULES = ("gather", "rank", "conv_transpose", "elementwise", "norms", "spectral", "state", "normalize")
+REWRITE_MODULES = ("gather", "rank", "conv_transpose", "select", "broadcast_to", "relu_0_to_1", "amax", "split",
+                   "linear_channel_attention", "identical_inputs", "norms", "spectral", "state")
 _MISSING: list[str] = []
 _LOADED = False
 
