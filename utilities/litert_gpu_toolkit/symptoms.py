@@ -35,9 +35,10 @@ SYMPTOMS: tuple[Symptom, ...] = (
         id="gather_nd",
         seen="GATHER_ND rejected by the GPU delegate",
         cause="Stride-2 slicing with a tensor index, grid_sample, MaxPool padding, bicubic / align_corners "
-              "interpolation and reflect padding lower to gathers, which the GPU does not run.",
+              "interpolation, reflect padding and torch.gather with a runtime index (HF buffered token-type ids) "
+              "lower to gathers, which the GPU does not run.",
         rewrites=("patch_grid_sample", "patch_maxpool_zeropad", "patch_interpolate", "patch_patch_merging",
-                  "patch_reflect_pad"),
+                  "patch_reflect_pad", "patch_gather_onehot"),
         ops=("GATHER_ND", "GATHER"),
         log=r"GATHER(_ND)?: ",
     ),
@@ -49,6 +50,14 @@ SYMPTOMS: tuple[Symptom, ...] = (
         rewrites=("patch_pixel_shuffle", "pixelshuffle_to_conv_transpose", "patch_window_attention", "patch_einops",
                   "patch_patch_merging", "lower_rank_views", "split_packed_qkv"),
         log=r"dimensions must be less than 5",
+    ),
+    Symptom(
+        id="cumsum",
+        seen="CUMSUM rejected by the GPU delegate ('indices must be constant int32 type')",
+        cause="Hugging Face text models build position ids (RoBERTa-style cumsum over the non-pad mask) and "
+              "masks with torch.cumsum; the GPU has no CUMSUM kernel.",
+        rewrites=("patch_cumsum",),
+        ops=("CUMSUM",),
     ),
     Symptom(
         id="transpose_conv",

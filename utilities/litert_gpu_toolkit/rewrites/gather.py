@@ -558,3 +558,54 @@ def patch_flip(model: nn.Module) -> list[Change]:
 
 
 __all__ += ["flip_by_slices", "patch_flip"]
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.gather with a runtime index (HF buffered token-type ids, position lookups)
+# ---------------------------------------------------------------------------------------------
+
+GATHER_MAX_ELEMENTS = 1 << 20
+
+
+def gather_onehot(input: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor:
+    """torch.gather(input, dim, index) as a one-hot product: no GATHER / GATHER_ND.
+
+    out[..., s, ...] = sum_n input[..., n, ...] * (index[..., s, ...] == n), computed in float32 with
+    EQUAL + one BATCH_MATMUL and cast back. Exactly one term is non-zero, so the result is exact for
+    finite inputs (integers below 2^24 in magnitude: token types, positions, ids); a non-finite entry
+    elsewhere on the gathered axis would turn its row into NaN (0 * inf). Index values outside
+    [0, n) give 0 where torch raises."""
+    dim = dim % input.dim()
+    n = int(input.shape[dim])
+    src = input.movedim(dim, -1).to(torch.float32)
+    idx = index.movedim(dim, -1)
+    if src.shape[:-1] != idx.shape[:-1]:
+        src = src[tuple(slice(0, int(s)) for s in idx.shape[:-1])]
+    onehot = (idx.unsqueeze(-1) == torch.arange(n, dtype=idx.dtype)).to(torch.float32)   # [..., S, n]
+    out = torch.matmul(onehot, src.unsqueeze(-1)).squeeze(-1)
+    return out.to(input.dtype).movedim(-1, dim)
+
+
+def _gather_applies(input, dim, index) -> bool:
+    return (isinstance(input, torch.Tensor) and isinstance(index, torch.Tensor) and isinstance(dim, int)
+            and 1 <= input.dim() <= 3 and index.dim() == input.dim() and not input.dtype.is_complex
+            and index.numel() * int(input.shape[dim]) <= GATHER_MAX_ELEMENTS
+            and all(int(i) <= int(s) for d, (i, s) in enumerate(zip(index.shape, input.shape)) if d != dim % input.dim()))
+
+
+@register_handler(torch.gather, "patch_gather_onehot")
+@register_handler(torch.Tensor.gather, "patch_gather_onehot")
+def _gather_handler(input, dim, index, *, sparse_grad=False, out=None):
+    if out is not None or not _gather_applies(input, dim, index):
+        return NotImplemented
+    return gather_onehot(input, dim, index)
+
+
+@register("patch_gather_onehot", wall="gather_nd")
+def patch_gather_onehot(model: nn.Module) -> list[Change]:
+    """torch.gather has no module form: the rewrite happens inside `GpuRewriteWrapper` /
+    `convert_for_gpu` (handler "patch_gather_onehot") or by calling `gather_onehot`."""
+    return []
+
+
+__all__ += ["gather_onehot", "patch_gather_onehot"]
