@@ -443,6 +443,7 @@ class _Job:
         self.check_kwargs, self.convert_kwargs = check_kwargs, convert_kwargs
         self.include, self.only, self.approximate = include, only, approximate
         self.log: list[str] = []
+        self.tried: set[str] = set()         # rewrite names active in some attempt
 
     def attempt(self, path: Path, exclude: set | None, label: str, *, copy_model: bool,
                 dropped: dict | None = None) -> ConvertResult:
@@ -475,6 +476,9 @@ class _Job:
                 exclude.add(name)
             if not errors or not copy_model:              # (in place: keep what was applied)
                 names = functional_selection(self.include, sorted(exclude), self.approximate, self.only)
+                self.tried |= set(names) | {n for n in PATCHES if _selected(
+                    n, set(self.include or ()), exclude, self.approximate,
+                    None if self.only is None else set(self.only))}
                 if names and "functional rewrites" not in errors:
                     from .rewrites.functional import GpuRewriteWrapper
 
@@ -530,4 +534,6 @@ class _Job:
         if dropped:
             result.dropped = {k: v for k, v in dropped.items() if k not in result.kept}
         result.attempts = list(self.log)
+        if self.tried:          # a rewrite that already ran (kept or dropped) is no suggestion
+            result.suggestions = [r for r in result.suggestions if r not in self.tried and r not in result.dropped]
         return result

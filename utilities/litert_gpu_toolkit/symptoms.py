@@ -12,7 +12,7 @@ Each `Symptom` matches in one of three ways:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,9 @@ class Symptom:
     desktop_reproduces: bool = True # does the desktop (software Vulkan) GPU show it?
     phone_only_note: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # op -> the subset of `rewrites` that can remove this symptom on that op (a rejection of ABS with a
+    # constant input is not fixed by the softmax rewrite); ops not listed get all of `rewrites`
+    by_op: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 SYMPTOMS: tuple[Symptom, ...] = (
@@ -123,8 +126,14 @@ SYMPTOMS: tuple[Symptom, ...] = (
         seen="'No support of few identical inputs' / 'Expected 1 const input tensor(s)' (device only)",
         cause="The delegate declines an op whose two inputs are the same tensor (x / x) and ops whose inputs are "
               "all constants; they split the graph into partitions.",
-        rewrites=("patch_degenerate_softmax", "constant_to_input", "l2_normalize"),
+        rewrites=("patch_degenerate_softmax", "patch_relative_position_bias", "constant_to_input", "l2_normalize"),
         log=r"identical inputs|const input tensor",
+        by_op=(("ABS", ("patch_relative_position_bias", "constant_to_input")),
+               ("LOG", ("patch_relative_position_bias", "constant_to_input")),
+               ("MINIMUM", ("patch_relative_position_bias", "constant_to_input")),
+               ("DIV", ("patch_degenerate_softmax", "constant_to_input")),
+               ("SUB", ("patch_degenerate_softmax", "constant_to_input")),
+               ("MUL", ("l2_normalize", "constant_to_input"))),
         upstream="google-ai-edge/LiteRT#9192",
         desktop_reproduces=False,
     ),
@@ -236,12 +245,24 @@ SYMPTOMS: tuple[Symptom, ...] = (
 BY_ID = {s.id: s for s in SYMPTOMS}
 
 
+def narrowed(symptom: Symptom, op: str | None) -> Symptom:
+    """`symptom` with its rewrites cut to those listed for `op` in `by_op` (unchanged when not listed)."""
+    rewrites = dict(symptom.by_op).get(op) if op else None
+    return replace(symptom, rewrites=tuple(rewrites)) if rewrites else symptom
+
+
 def for_op(op: str) -> list[Symptom]:
-    return [s for s in SYMPTOMS if op in s.ops]
+    return [narrowed(s, op) for s in SYMPTOMS if op in s.ops]
+
+
+_OP_PREFIX = re.compile(r"^\s*([A-Z][A-Z0-9_]+): ")
 
 
 def for_log(text: str) -> list[Symptom]:
-    return [s for s in SYMPTOMS if s.log and re.search(s.log, text)]
+    """Symptoms whose log pattern matches `text`; a delegate line 'OP: reason' narrows the rewrites to OP."""
+    m = _OP_PREFIX.match(text)
+    op = m.group(1) if m else None
+    return [narrowed(s, op) for s in SYMPTOMS if s.log and re.search(s.log, text)]
 
 
 def for_numeric(signature: str) -> list[Symptom]:

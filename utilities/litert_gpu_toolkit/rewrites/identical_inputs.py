@@ -112,3 +112,78 @@ def _normalize_handler(input, p=2.0, dim=1, eps=1e-12, out=None):
     if p != 2 or out is not None:
         return NotImplemented
     return l2_normalize(input, dim, eps)
+
+
+# ------------------------------------------------------- relative-position buckets (all-constant ops)
+
+def _static_key(*values):
+    try:
+        return tuple(int(v) for v in values)
+    except (TypeError, ValueError):                    # symbolic sizes (dynamic shapes): no cache
+        return None
+
+
+def _exporting() -> bool:
+    is_exporting = getattr(torch.compiler, "is_exporting", None)
+    return bool(is_exporting and is_exporting())
+
+
+class _CachedBias:
+    """`compute_bias` with the bucket ids computed eagerly once per (query, key, past) length and
+    reused as a constant while tracing (see `patch_relative_position_bias`)."""
+
+    def __init__(self, module):
+        self.module = module
+        self.original = type(module).compute_bias
+        self.buckets: dict[tuple, torch.Tensor] = {}
+
+    def __call__(self, query_length, key_length, device=None, past_seen_tokens=0, **kwargs):
+        m = self.module
+        key = _static_key(query_length, key_length, past_seen_tokens)
+        if key is None or kwargs:
+            return self.original(m, query_length, key_length, device, past_seen_tokens, **kwargs)
+        if key not in self.buckets:
+            if _exporting():
+                return self.original(m, query_length, key_length, device, past_seen_tokens)
+            q, k, past = key
+            rel = torch.arange(k)[None, :] - (torch.arange(q)[:, None] + past)
+            self.buckets[key] = m._relative_position_bucket(
+                rel, bidirectional=not getattr(m, "is_decoder", False),
+                num_buckets=m.relative_attention_num_buckets, max_distance=m.relative_attention_max_distance)
+        values = m.relative_attention_bias(self.buckets[key])          # [q, k, heads]
+        return values.permute([2, 0, 1]).unsqueeze(0)
+
+
+def _has_relative_bias(m) -> bool:
+    return (callable(getattr(type(m), "compute_bias", None)) and callable(getattr(m, "_relative_position_bucket", None))
+            and isinstance(getattr(m, "relative_attention_bias", None), nn.Embedding)
+            and hasattr(m, "relative_attention_num_buckets") and hasattr(m, "relative_attention_max_distance"))
+
+
+@register("patch_relative_position_bias", wall="identical_or_constant_inputs")
+def patch_relative_position_bias(model: nn.Module, example_inputs=None) -> list[Change]:
+    """T5-family relative position bias (T5, mT5, UMT5, LongT5, ...) without all-constant ops.
+
+    `compute_bias(q, k)` builds bucket ids from `arange` through ABS / LOG / MINIMUM / SELECT: ops whose
+    inputs are all constants, which the converter does not fold and the GPU rejects ('Expected 0 const
+    input tensor(s)'). The patch computes the bucket ids eagerly with the module's own
+    `_relative_position_bucket` (one forward on `example_inputs` fills the cache per sequence length)
+    and feeds them to the bias embedding as a constant while tracing. Exact: the same integer ids, the
+    same embedding rows. Lengths not seen in the example forward (or symbolic) use the original code."""
+    changes = []
+    for path, m in model.named_modules():
+        if not _has_relative_bias(m) or isinstance(m.__dict__.get("compute_bias"), _CachedBias):
+            continue
+        m.compute_bias = _CachedBias(m)
+        changes.append(Change(path, f"{type(m).__name__}.compute_bias -> bucket ids computed once, constant "
+                                    "while tracing", "patch_relative_position_bias", True))
+    if changes and example_inputs is not None:
+        from ..convert import split_example_inputs
+
+        args, kw = split_example_inputs(example_inputs)
+        with torch.no_grad():
+            model(*args, **kw)
+    return changes
+
+
+__all__ += ["patch_relative_position_bias"]
