@@ -16,7 +16,8 @@ init leaves some conv models at ~1e-25, which would make any numeric check meani
   * any other parameter that the default init left all-zero or tiny (|w| < 1e-3 everywhere, e.g. layer
     scales, cls / mask tokens, position tables) ~ U(0.5, 1.0) when its name says scale / gamma / lambda,
     else N(0, 0.02^2) + 0 (tokens, position tables);
-  * norms keep their default (weight 1, bias 0); BatchNorm running stats keep (0, 1).
+  * norms (LayerNorm, GroupNorm, BatchNorm) are set to weight 1, bias 0, running stats (0, 1)
+    (some HF inits shrink BatchNorm weights, which left MobileViT at ~1e-7).
 
 Each model runs in its own child process (a crash or a hang is that model's row, not the run's) and
 is converted twice: plain (`convert_for_gpu(..., patches=False)`) and with the defaults
@@ -62,6 +63,7 @@ class RunSummary:
     dropped: list[str] = field(default_factory=list)
     note: str = ""
     seconds: float = 0.0
+    attempts: list[str] = field(default_factory=list)   # convert_for_gpu's conversions tried
 
 
 @dataclass
@@ -109,6 +111,14 @@ def redraw_weights(model, seed: int = 0) -> None:
             normal_(m.weight, 1.0)
             done.add(id(m.weight))
         elif isinstance(m, (nn.LayerNorm, nn.GroupNorm, nn.BatchNorm1d, nn.BatchNorm2d)):
+            with torch.no_grad():
+                if getattr(m, "weight", None) is not None:
+                    m.weight.fill_(1.0)
+                if getattr(m, "bias", None) is not None:
+                    m.bias.zero_()
+                if getattr(m, "running_mean", None) is not None:
+                    m.running_mean.zero_()
+                    m.running_var.fill_(1.0)
             for p in m.parameters(recurse=False):
                 done.add(id(p))
     for name, p in model.named_parameters():
@@ -346,7 +356,11 @@ def _summarise(result, seconds: float) -> RunSummary:
         note = report.summary[:300]
     kept = list(dict.fromkeys(c.rewrite for c in result.changes))
     dropped = list(getattr(result, "dropped", {}) or {})
-    return RunSummary(result.verdict, residency, corr, kept, dropped, note, round(seconds, 1))
+    if report is not None and getattr(report, "unsupported_ops", None):
+        reasons = "; ".join(f"{u['op']}: {u['reason']}" for u in report.unsupported_ops)
+        note = f"{note} [{reasons}]"[:400]
+    return RunSummary(result.verdict, residency, corr, kept, dropped, note, round(seconds, 1),
+                      list(getattr(result, "attempts", []) or []))
 
 
 def run_one(name: str, workdir: Path) -> ZooRow:
