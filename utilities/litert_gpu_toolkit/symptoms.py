@@ -63,6 +63,15 @@ SYMPTOMS: tuple[Symptom, ...] = (
         ops=("CUMSUM",),
     ),
     Symptom(
+        id="constant_resize",
+        seen="RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR rejected: the resize has no runtime input",
+        cause="A constant (a position-embedding table) is resized on every forward; the converter keeps the "
+              "resize and the GPU declines an op with only constant inputs. Often the target is the table's own "
+              "size, i.e. an identity.",
+        rewrites=("patch_identity_resize", "constant_to_input"),
+        ops=("RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR"),
+    ),
+    Symptom(
         id="transpose_conv",
         seen="TRANSPOSE_CONV rejected (phones: op-version skew)",
         cause="The phone's delegate lags the converter's TRANSPOSE_CONV version; the op itself is fine.",
