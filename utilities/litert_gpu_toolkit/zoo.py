@@ -493,7 +493,17 @@ def render_table(rows: dict[str, ZooRow], env: dict) -> str:
         f"**convert_for_gpu: {len(passed)}/{len(done)} PASS** (strict GPU-only, fp16 and fp32 GPU outputs "
         f"corr >= 0.999 vs torch); plain conversion: {len(plain_passed)}/{len(done)} PASS.",
         "",
-        "Models: tiny seeded configs with redrawn weights (see `utilities/litert_gpu_toolkit/zoo.py`).",
+        "Models: tiny seeded configs (hidden 16..64, 1..4 layers) with weights redrawn so activations are O(1) "
+        "(see the docstring of `utilities/litert_gpu_toolkit/zoo.py`); text and LLM models take 16 token ids "
+        "(no attention mask), vision models one 32x32 image (MobileViT 64x64, Depth-Anything 28x28).",
+        "",
+        "Columns: *plain* = `convert_for_gpu(..., patches=False)`; *convert_for_gpu* = the defaults (rewrites, "
+        "with the never-worse-than-plain fallback); *corr fp16* = Pearson correlation of the strict-GPU fp16 output "
+        "with torch (`-` when the file did not run GPU-only); *seconds* = both conversions and checks of the row, "
+        "on a shared 2-core machine.",
+        "",
+        "Reproduce: `python -m litert_gpu_toolkit zoo` (resumes; `--only NAME --rerun` redoes rows; `--fast` is "
+        "the CI subset; `--table-only` regenerates this file).",
         "",
         "| model | domain | params | plain | plain corr fp16 | convert_for_gpu | residency | corr fp16 | rewrites kept "
         "| seconds | why not PASS |",
