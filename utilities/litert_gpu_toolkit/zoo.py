@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
@@ -389,10 +389,16 @@ def run_one(name: str, workdir: Path) -> ZooRow:
     return row
 
 
+def _known(cls, d: dict) -> dict:
+    """Only the fields `cls` has (a results file from another version of this module still loads)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in d.items() if k in names}
+
+
 def _row_from_dict(d: dict) -> ZooRow:
-    row = ZooRow(**{k: v for k, v in d.items() if k not in ("plain", "gpu")})
-    row.plain = RunSummary(**d["plain"]) if d.get("plain") else None
-    row.gpu = RunSummary(**d["gpu"]) if d.get("gpu") else None
+    row = ZooRow(**_known(ZooRow, {k: v for k, v in d.items() if k not in ("plain", "gpu")}))
+    row.plain = RunSummary(**_known(RunSummary, d["plain"])) if d.get("plain") else None
+    row.gpu = RunSummary(**_known(RunSummary, d["gpu"])) if d.get("gpu") else None
     return row
 
 
