@@ -27,7 +27,7 @@ from .rewrites import PATCHES, Change
 # (a partial vendoring of the toolkit) is skipped and listed in `missing_rewrite_modules()`;
 # a module that is there but fails to import raises: a broken rewrite must not pass silently.
 REWRITE_MODULES = ("gather", "rank", "conv_transpose", "select", "broadcast_to", "relu_0_to_1", "amax", "split",
-                   "linear_channel_attention", "identical_inputs", "cumsum", "norms", "spectral", "state")
+                   "linear_channel_attention", "identical_inputs", "cumsum", "attention_bias", "norms", "spectral", "state")
 _MISSING: list[str] = []
 _LOADED = False
 

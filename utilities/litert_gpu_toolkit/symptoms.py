@@ -104,12 +104,12 @@ SYMPTOMS: tuple[Symptom, ...] = (
     ),
     Symptom(
         id="masked_attention",
-        seen="masked attention wrong on device only: first token exact, later tokens wrong",
-        cause="A broadcast ADD of a [1,1,S,S] mask onto a BATCH_MATMUL result was miscomputed on older runtimes "
-              "(size-1 head axis).",
-        rewrites=("expand_attention_mask",),
-        desktop_reproduces=False,
-        phone_only_note="fixed in newer runtimes; older phone runtimes only",
+        seen="masked / biased attention compiles GPU-only and returns wrong numbers (fp16 and fp32)",
+        cause="A rank-4 ADD of a mask or position bias onto attention scores is miscomputed: on older phone "
+              "runtimes a [1,1,S,S] mask broadcast over heads; on the desktop GPU (llvmpipe, ai-edge-litert 2.3.0) "
+              "any folded-constant operand (HF causal masks, T5 position bias), corr 0.33..0.90. The same ADD at "
+              "rank 3 is right.",
+        rewrites=("patch_attention_bias_add", "expand_attention_mask"),
     ),
     Symptom(
         id="output_aliasing",

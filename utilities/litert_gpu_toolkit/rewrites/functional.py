@@ -18,6 +18,16 @@ from . import Change
 HANDLERS: dict[Callable, list[tuple[str, Callable]]] = {}
 
 
+class Observed:
+    """A handler's result that only observed the call (e.g. tagged the output): returned to the caller
+    unchanged and not recorded as a rewrite."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
 def register_handler(func: Callable, name: str):
     def deco(handler):
         HANDLERS.setdefault(func, []).append((name, handler))
@@ -42,6 +52,8 @@ class GpuRewriteMode(TorchFunctionMode):
         for name, handler in HANDLERS.get(func, ()):
             if self._enabled(name):
                 out = handler(*args, **kwargs)
+                if isinstance(out, Observed):
+                    return out.value
                 if out is not NotImplemented:
                     fn_name = getattr(func, "__qualname__", getattr(func, "__name__", str(func)))
                     change = Change(f"functional:{fn_name}", f"{fn_name} rewritten", name, True)
