@@ -9,7 +9,9 @@ rank 3 is right, and so is a rank-4 ADD of two runtime tensors.
 `patch_attention_bias_add` tags the output of a rank-4 matmul (the scores) and follows it through
 scalar scaling, tanh soft-capping and float casts; an ADD of a tagged rank-4 tensor [B, H, S, K]
 and a rank-4 operand that broadcasts over the first two axes (shape [1|B, 1|H, S, K] with
-B * H or 1 rows) is done as [B * H, S, K] + [rows, S, K] and reshaped back. Exact: the same sums,
+B * H or 1 rows) is done at rank 3 -- [B * H, S, K] + [1, S, K] for a shared mask, [1, B*H*S, K] +
+[1, B*H*S, K] for a per-head bias (a per-head [B*H, S, K] constant was still wrong) -- and
+reshaped back. Exact: the same sums,
 only the view changes. Other adds (conv residuals, ...) are never touched. Functional only: active
 inside `GpuRewriteWrapper` / `convert_for_gpu`.
 """
@@ -45,7 +47,10 @@ def add_at_rank3(scores: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     {1, B*H}), as a rank-3 ADD; the result is reshaped back to [B, H, S, K]."""
     b_, h_, s_, k_ = (int(d) for d in scores.shape)
     rows = int(bias.shape[0]) * int(bias.shape[1])
-    out = scores.reshape(b_ * h_, s_, k_) + bias.reshape(rows, s_, k_)
+    if rows == 1:                       # one [S, K] bias for every head: [B*H, S, K] + [1, S, K]
+        out = scores.reshape(b_ * h_, s_, k_) + bias.reshape(1, s_, k_)
+    else:                               # a bias per head: both as [1, B*H*S, K] (measured right on llvmpipe;
+        out = scores.reshape(1, b_ * h_ * s_, k_) + bias.reshape(1, rows * s_, k_)   # [B*H, S, K] was not)
     return out.reshape(b_, h_, s_, k_)
 
 
