@@ -537,6 +537,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rerun", action="store_true", help="redo models already in results.json (default: resume)")
     p.add_argument("--list", action="store_true", help="list the models and exit")
     p.add_argument("--table-only", action="store_true", help="regenerate README.md from results.json and exit")
+    p.add_argument("--merge", type=Path, metavar="DIR", help="copy the rows of DIR/results.json (a parallel run, "
+                   "e.g. --only X --out DIR) into this results.json, regenerate README.md, and exit")
     p.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per model (default %(default)s)")
     p.add_argument("--_worker", help=argparse.SUPPRESS)
     p.add_argument("--_workdir", type=Path, help=argparse.SUPPRESS)
@@ -565,6 +567,16 @@ def run(args: argparse.Namespace) -> int:
     results = args.out / "results.json"
     rows = load_results(results)
     env = json.loads(results.read_text()).get("environment", {}) if results.exists() else {}
+    if args.merge:
+        other = load_results(args.merge / "results.json")
+        if not other:
+            print(f"no results in {args.merge / 'results.json'}", file=sys.stderr)
+            return 2
+        rows.update(other)
+        save_results(results, rows, env or json.loads((args.merge / "results.json").read_text())["environment"])
+        (args.out / "README.md").write_text(render_table(rows, env))
+        print(f"merged {', '.join(other)} into {results}")
+        return 0
     if args.table_only:
         if not rows:
             print(f"no results in {results}; run the zoo first", file=sys.stderr)
