@@ -42,7 +42,7 @@ def test_fast_models_build_with_finite_unit_scale_outputs(name):
 
 def test_table_is_generated_from_results(tmp_path):
     rows = {"vit": zoo.ZooRow("vit", "vision", 1000, zoo.RunSummary("FALLBACK", corr_fp16=None),
-                              zoo.RunSummary("PASS", "GPU residency: 5/5 ops", 0.99999, ["patch_amax"]), seconds=3.0),
+                              zoo.RunSummary("PASS", "GPU residency: 5/5 ops", 0.99999, rewrites=["patch_amax"]), seconds=3.0),
             "t5_encoder": zoo.ZooRow("t5_encoder", "text", 10, zoo.RunSummary("FALLBACK"),
                                      zoo.RunSummary("FALLBACK", note="strict GPU compile rejected ABS",
                                                     dropped=["patch_x"]))}

@@ -59,6 +59,7 @@ class RunSummary:
     verdict: str
     residency: str = ""
     corr_fp16: float | None = None        # strict GPU fp16 vs torch (None when it did not run GPU-only)
+    corr_fp32: float | None = None        # strict GPU fp32 (enforce_f32) vs torch: tells fp16 precision from a GPU bug
     rewrites: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     note: str = ""
@@ -338,14 +339,17 @@ ZOO = {m.name: m for m in _ZOO}
 # ------------------------------------------------------------------------------------ one model
 
 def _summarise(result, seconds: float) -> RunSummary:
-    corr = None
     report = result.report
-    if report is not None and getattr(report, "signatures", None):
-        for outs in report.signatures.values():
+
+    def worst(label):
+        found = None
+        for outs in (getattr(report, "signatures", None) or {}).values():
             for entry in outs.values():
-                c = entry.get("vs_reference", {}).get("gpu_fp16", {}).get("corr")
+                c = entry.get("vs_reference", {}).get(label, {}).get("corr")
                 if c is not None:
-                    corr = c if corr is None else min(corr, c)
+                    found = c if found is None else min(found, c)
+        return found
+    corr, corr32 = worst("gpu_fp16"), worst("gpu_fp32")
     residency = ""
     if report is not None and getattr(report, "residency", None):
         residency = report.residency.get("line", "")
@@ -359,7 +363,7 @@ def _summarise(result, seconds: float) -> RunSummary:
     if report is not None and getattr(report, "unsupported_ops", None):
         reasons = "; ".join(f"{u['op']}: {u['reason']}" for u in report.unsupported_ops)
         note = f"{note} [{reasons}]"[:400]
-    return RunSummary(result.verdict, residency, corr, kept, dropped, note, round(seconds, 1),
+    return RunSummary(result.verdict, residency, corr, corr32, kept, dropped, note, round(seconds, 1),
                       list(getattr(result, "attempts", []) or []))
 
 
@@ -474,6 +478,9 @@ def _why(row: ZooRow) -> str:
     parts = []
     if g.verdict != "PASS" and g.note:
         parts.append(g.note)
+    if g.verdict == "NUMERICS_FAIL" and g.corr_fp32 is not None:
+        parts.append(f"fp32 GPU corr {g.corr_fp32:.6f} ("
+                     + ("fp16 precision" if g.corr_fp32 >= 0.999 else "wrong in fp32 too: a GPU miscompute") + ")")
     if g.dropped:
         parts.append(f"dropped (worse than without): {', '.join(g.dropped)}")
     return "; ".join(parts)
