@@ -355,7 +355,9 @@ def _summarise(result, seconds: float) -> RunSummary:
         residency = report.residency.get("line", "")
     note = ""
     if result.error:
-        note = result.error.strip().splitlines()[-1][:300]
+        lines = [ln.strip() for ln in result.error.strip().splitlines() if ln.strip()]
+        telling = [ln for ln in lines if "data-dependent" in ln or "guard" in ln.lower() or "Lowering not found" in ln]
+        note = (telling[0] if telling else lines[0] if lines else "conversion failed")[:300]
     elif report is not None and not report.ok:
         note = report.summary[:300]
     kept = list(dict.fromkeys(c.rewrite for c in result.changes))
