@@ -460,8 +460,8 @@ def environment() -> dict:
         from .runtime import probe_gpu
 
         probe = probe_gpu()
-        env["gpu"] = getattr(probe, "adapter", None)
-        env["gpu_is_software"] = getattr(probe, "is_software", None)
+        env["gpu"] = probe.gpu.adapter
+        env["gpu_is_software"] = probe.gpu.is_software
     except Exception as e:                                    # noqa: BLE001 - an environment note only
         env["gpu"] = f"probe failed: {type(e).__name__}"
     return env
