@@ -48,14 +48,19 @@ def test_apply_patches_applies_module_patches_and_lists_functional_ones():
 
 def test_include_exclude_and_opt_in_rules():
     model = Walls()
-    changes = apply_patches(model, ((X,), {"bias": BIAS}), include=["patch_conv_transpose"])
+    changes = apply_patches(model, ((X,), {"bias": BIAS}), only=["patch_conv_transpose"])
     assert {c.rewrite for c in changes} == {"patch_conv_transpose"}
+    model = Walls()                                     # include= adds to the defaults, it does not restrict
+    changes = apply_patches(model, ((X,), {"bias": BIAS}), include=["patch_conv_transpose"])
+    assert {"patch_conv_transpose", "patch_select", "patch_chunk"} <= {c.rewrite for c in changes}
     model = Walls()
     changes = apply_patches(model, ((X,), {"bias": BIAS}), exclude=["patch_select", "patch_conv_transpose"])
     assert not {"patch_select", "patch_conv_transpose"} & {c.rewrite for c in changes}
     assert isinstance(model.up, nn.ConvTranspose2d) and isinstance(model.act, nn.ELU)
-    with pytest.raises(ValueError, match="unknown rewrite"):
+    with pytest.raises(ValueError, match="unknown rewrite.*patch_does_not_exist.*known: .*patch_select"):
         apply_patches(Walls(), None, include=["patch_does_not_exist"])
+    with pytest.raises(ValueError, match="patch_nope"):
+        convert_for_gpu(Walls(), (X,), "unused.tflite", only=["patch_nope"])
 
     calls = []
 
@@ -136,3 +141,66 @@ def test_multi_signature_and_fallback_check_without_checker(tmp_path, gpu, monke
     assert type(result.report).__name__ == "TorchCheck"
     assert result.ok, result.summary()
     assert {c.rewrite for c in result.changes} == {"patch_hardsigmoid"}
+
+
+def test_rewrite_wrapper_rejects_unknown_names():
+    from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
+
+    with pytest.raises(ValueError, match="patch_selekt.*known: .*patch_select"):
+        GpuRewriteWrapper(nn.Identity(), include=["patch_selekt"])
+    with pytest.raises(ValueError, match="not the string"):
+        GpuRewriteWrapper(nn.Identity(), include="patch_select")
+    assert GpuRewriteWrapper(nn.Identity(), include=["patch_select"]).include == ["patch_select"]
+
+
+class Raises(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * 2.0
+
+
+def test_a_rewrite_that_raises_is_dropped_not_raised(tmp_path, gpu):
+    calls = []
+
+    @register("_test_raises", wall="select")
+    def _boom(model):
+        calls.append(1)
+        raise RuntimeError("size mismatch in a test rewrite")
+    try:
+        model = Raises()
+        result = convert_for_gpu(model, (X,), tmp_path / "r.tflite")
+    finally:
+        PATCHES.pop("_test_raises", None)
+    assert calls and result.ok, result.summary()
+    assert "_test_raises" in result.dropped and "size mismatch" in result.dropped["_test_raises"]
+    assert "rewrite dropped: _test_raises" in result.summary()
+
+
+class Harmful(nn.Module):
+    """Plain conversion is exact; the test rewrite below breaks the numbers (a stand-in for a rewrite that
+    is wrong for a model it was not written for)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(11, 11)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+def test_never_worse_than_plain_and_model_not_mutated(tmp_path, gpu):
+    @register("_test_harmful", wall="select")
+    def _harm(model):
+        with torch.no_grad():
+            model.lin.weight.mul_(-1.0)
+        return [Change("lin", "negate (test)", "_test_harmful", True)]
+    try:
+        model = Harmful()
+        before = model.lin.weight.detach().clone()
+        result = convert_for_gpu(model, (X,), tmp_path / "h.tflite")
+    finally:
+        PATCHES.pop("_test_harmful", None)
+    assert torch.equal(model.lin.weight, before)                # inplace=False: the caller's model untouched
+    assert result.ok, result.summary()
+    assert "_test_harmful" in result.dropped and "_test_harmful" not in result.kept
+    assert len(result.attempts) >= 2 and result.path.exists()
+    assert not list(tmp_path.glob(".h.try*"))                  # the other tries are cleaned up

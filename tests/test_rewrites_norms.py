@@ -260,3 +260,80 @@ def test_rewritten_graph_has_no_new_walls(norm_runs):
     ops = safe.info.op_histogram()
     assert "AVERAGE_POOL_2D" in ops and "REDUCE_MAX" in ops
     assert not any(w in ops for w in ("GATHER_ND", "BROADCAST_TO", "SELECT_V2", "TRANSPOSE_CONV"))
+
+
+# ------------------------------------------------------------------ channels-first LayerNorm (ConvNeXt)
+
+class ChannelsFirstLayerNorm(nn.LayerNorm):
+    """The ConvNeXt spelling: permute to channels-last, LayerNorm, permute back."""
+
+    def forward(self, x):
+        return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class OddLayerNorm(nn.LayerNorm):
+    def forward(self, x):
+        return super().forward(x) * 2.0
+
+
+class CfBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 16, 3, padding=1)
+        self.norm = ChannelsFirstLayerNorm(16, eps=1e-6)
+        self.last = nn.LayerNorm(16)
+
+    def forward(self, x):
+        y = self.norm(self.conv(x) * 40.0)
+        return self.last(y.permute(0, 2, 3, 1))
+
+
+def _cf_block():
+    torch.manual_seed(0)
+    m = CfBlock().eval()
+    with torch.no_grad():
+        for ln in (m.norm, m.last):
+            ln.weight.copy_(torch.rand(16) + 0.5)
+            ln.bias.copy_(torch.randn(16) * 0.1)
+    return m
+
+
+def test_channels_first_layernorm_exact_in_torch():
+    m = _cf_block()
+    x = torch.randn(1, 3, 9, 7)
+    ref = m(x)
+    patched = copy.deepcopy(m)
+    changes = patch_safe_layernorm(patched)
+    assert {c.path for c in changes} == {"norm", "last"}
+    assert patched.norm.channels_first and not patched.last.channels_first
+    assert "channels-first" in next(c.what for c in changes if c.path == "norm")
+    assert torch.allclose(patched(x), ref, rtol=0, atol=2e-5)
+    odd = nn.Sequential(OddLayerNorm(8))            # a subclass computing something else is left alone
+    assert patch_safe_layernorm(odd) == [] and isinstance(odd[0], OddLayerNorm)
+
+
+def test_hf_convnext_layernorm_is_patched_exactly():
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.convnext.modeling_convnext import ConvNextLayerNorm
+
+    model = nn.Sequential(ConvNextLayerNorm(16, data_format="channels_first"), nn.Conv2d(16, 4, 1),
+                          ConvNextLayerNorm(4, data_format="channels_first")).eval()
+    x = torch.randn(2, 16, 5, 6) * 20
+    ref = model(x)
+    changes = patch_safe_layernorm(model)
+    assert len(changes) == 2 and all(m.channels_first for m in (model[0], model[2]))
+    assert torch.allclose(model(x), ref, rtol=0, atol=2e-5)
+
+
+@pytest.mark.gpu
+def test_channels_first_layernorm_on_software_gpu(gpu, tmp_path):
+    m = _cf_block()
+    patched = copy.deepcopy(m)
+    patch_safe_layernorm(patched)
+    x = torch.randn(1, 3, 9, 7)
+    run = gpu_vs_torch(patched, (x,), tmp_path / "cf.tflite")
+    assert run.ok, run.summary()
+    print(f"\n[llvmpipe fp16] channels-first SafeLayerNorm: corr={run.min_corr():.6f}")
+    assert run.min_corr() >= 0.999
+    ops = run.info.op_histogram()
+    assert ops.get("TRANSPOSE", 0) <= 1, ops        # the permute pair around the first norm is gone

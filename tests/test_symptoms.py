@@ -9,8 +9,9 @@ import pytest
 from litert_gpu_toolkit.symptoms import BY_ID, SYMPTOMS, for_log, for_numeric, for_op, suggestions
 
 ROOT = Path(__file__).resolve().parents[1]
-REWRITE_MODULES = ["litert_gpu_toolkit.rewrites." + m for m in
-                   ("gather", "rank", "conv_transpose", "elementwise", "norms", "spectral", "state", "normalize")] + \
+from litert_gpu_toolkit.convert import REWRITE_MODULES as _REWRITES  # noqa: E402
+
+REWRITE_MODULES = ["litert_gpu_toolkit.rewrites." + m for m in _REWRITES] + \
                   ["litert_gpu_toolkit.convert", "litert_gpu_toolkit.bisect", "litert_gpu_toolkit"]
 
 
@@ -47,3 +48,11 @@ def test_readme_table_is_generated_from_the_data():
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_symptom_table.py"), "--check"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_suggestions_are_narrowed_to_the_failing_op():
+    abs_const = suggestions(for_log("ABS: Expected 0 const input tensor(s), but node has 1 const input(s)."))
+    assert "patch_relative_position_bias" in abs_const and "patch_degenerate_softmax" not in abs_const
+    div_same = suggestions(for_log("DIV: No support of few identical inputs"))
+    assert "patch_degenerate_softmax" in div_same and "patch_relative_position_bias" not in div_same
+    assert "patch_cumsum" in suggestions(for_op("CUMSUM"))

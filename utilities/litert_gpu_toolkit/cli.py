@@ -31,6 +31,7 @@ COMMANDS = {
     "bisect": ("litert_gpu_toolkit.bisect", "find the first block whose GPU output diverges from torch"),
     "lint": ("litert_gpu_toolkit.lint", "static lint for phone-only GPU walls (exit 0 = no findings)"),
     "phone": ("litert_gpu_toolkit.phone.cli", "list phones, push the on-device runner, run a model on a phone's GPU"),
+    "zoo": ("litert_gpu_toolkit.zoo", "run tiny transformers architectures plain and through convert_for_gpu"),
 }
 EXIT_INTERRUPTED = 130
 

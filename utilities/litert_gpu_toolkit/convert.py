@@ -26,7 +26,8 @@ from .rewrites import PATCHES, Change
 # Every rewrite module of the toolkit, imported for its registrations. A module that is not there
 # (a partial vendoring of the toolkit) is skipped and listed in `missing_rewrite_modules()`;
 # a module that is there but fails to import raises: a broken rewrite must not pass silently.
-REWRITE_MODULES = ("gather", "rank", "conv_transpose", "elementwise", "norms", "spectral", "state", "normalize")
+REWRITE_MODULES = ("gather", "rank", "conv_transpose", "select", "broadcast_to", "relu_0_to_1", "amax", "split",
+                   "linear_channel_attention", "identical_inputs", "cumsum", "attention_bias", "norms", "spectral", "state")
 _MISSING: list[str] = []
 _LOADED = False
 
@@ -81,50 +82,75 @@ def _handler_names() -> list[str]:
     return names
 
 
-def _selected(name: str, include, exclude, approximate: bool) -> bool:
+def known_rewrites() -> list[str]:
+    """Every rewrite name `include` / `only` / `exclude` accept: module patches and functional handlers."""
+    load_rewrites()
+    return sorted(set(PATCHES) | set(_handler_names()))
+
+
+def check_names(names, what: str = "include") -> None:
+    """Raise ValueError naming the unknown rewrite names and the known ones."""
+    if names is None:
+        return
+    if isinstance(names, str):
+        raise ValueError(f"{what} must be a list of rewrite names, not the string {names!r}")
+    unknown = sorted(set(names) - set(known_rewrites()))
+    if unknown:
+        raise ValueError(f"unknown rewrite names in {what}: {unknown}; known: {', '.join(known_rewrites())}")
+
+
+def _selected(name: str, include, exclude, approximate: bool, only=None) -> bool:
+    """include: opt-in names added to the defaults; only: nothing but these; exclude: never these."""
     spec = PATCHES.get(name)
-    if include is not None and name not in include:
+    include = include or set()
+    if only is not None and name not in only:
         return False
     if name in exclude:
         return False
     if spec is not None and not spec.exact and not approximate:
         return False
-    if spec is not None and not spec.default and (include is None or name not in include):
+    if spec is not None and not spec.default and name not in include and (only is None or name not in only):
         return False
     return True
 
 
-def functional_selection(include=None, exclude=None, approximate: bool = False) -> list[str]:
+def functional_selection(include=None, exclude=None, approximate: bool = False, only=None) -> list[str]:
     """The functional handler names `convert_for_gpu` activates for these filters."""
     load_rewrites()
     exclude = set(exclude or ())
-    include = None if include is None else set(include)
-    return [n for n in _handler_names() if _selected(n, include, exclude, approximate)]
+    include = set(include or ())
+    only = None if only is None else set(only)
+    return [n for n in _handler_names() if _selected(n, include, exclude, approximate, only)]
 
 
 # ------------------------------------------------------------------------------------- patches
 
 def apply_patches(model, example_inputs=None, *, include: Sequence[str] | None = None,
-                  exclude: Sequence[str] | None = None, approximate: bool = False) -> list[Change]:
+                  exclude: Sequence[str] | None = None, approximate: bool = False,
+                  only: Sequence[str] | None = None, errors: dict | None = None) -> list[Change]:
     """Apply the registered module patches to `model` in place; list the functional rewrites too.
 
-    include: only these rewrite names (module patches or functional handlers); exclude: never these.
-    Patches registered with default=False run only when named in `include`; approximate ones
+    include: opt-in rewrites added to the defaults; only: nothing but these names; exclude: never these
+    (names: module patches or functional handlers; an unknown name raises ValueError).
+    Patches registered with default=False run only when named in `include` / `only`; approximate ones
     (exact=False) only with approximate=True. A patch that takes `example_inputs` gets them.
+    errors: when given, a patch that raises is recorded there (name -> error) and skipped instead of
+    raising (the model may hold that patch's partial changes: use it on a copy).
     Functional rewrites are not applied to the module tree: they are listed (from one forward pass on
     `example_inputs` with the handlers active) and applied by `convert_for_gpu` / `GpuRewriteWrapper`.
     """
     import torch
 
     load_rewrites()
+    check_names(include, "include")
+    check_names(only, "only")
+    check_names(exclude, "exclude")
     exclude_set = set(exclude or ())
-    include_set = None if include is None else set(include)
-    unknown = (include_set or set()) - set(PATCHES) - set(_handler_names())
-    if unknown:
-        raise ValueError(f"unknown rewrite names: {sorted(unknown)}")
+    include_set = set(include or ())
+    only_set = None if only is None else set(only)
     changes: list[Change] = []
     for name, spec in PATCHES.items():
-        if not _selected(name, include_set, exclude_set, approximate):
+        if not _selected(name, include_set, exclude_set, approximate, only_set):
             continue
         params = inspect.signature(spec.fn).parameters
         kwargs = {}
@@ -132,15 +158,26 @@ def apply_patches(model, example_inputs=None, *, include: Sequence[str] | None =
             kwargs["example_inputs"] = example_inputs
         if "functional" in params:
             kwargs["functional"] = False          # functional rewrites: applied by the wrapper instead
-        changes += spec.fn(model, **kwargs)
-    names = functional_selection(include, exclude, approximate)
+        if errors is None:
+            changes += spec.fn(model, **kwargs)
+            continue
+        try:
+            changes += spec.fn(model, **kwargs)
+        except Exception as e:                   # noqa: BLE001 - recorded; the caller drops this rewrite
+            errors[name] = f"{type(e).__name__}: {e}"[:300]
+    names = functional_selection(include, exclude, approximate, only)
     if example_inputs is not None and names:            # (an empty include list would mean "all" to the mode)
         from .rewrites.functional import GpuRewriteMode
 
         args, kw = split_example_inputs(example_inputs)
         mode = GpuRewriteMode(include=names)
-        with torch.no_grad(), mode:
-            model(*args, **kw)
+        try:
+            with torch.no_grad(), mode:
+                model(*args, **kw)
+        except Exception as e:                           # noqa: BLE001
+            if errors is None:
+                raise
+            errors["functional rewrites"] = f"{type(e).__name__}: {e}"[:300]
         changes += [c for c in mode.changes if c not in changes]
     return changes
 
@@ -162,13 +199,19 @@ class TorchCheck:
 
 @dataclass
 class ConvertResult:
-    """What `convert_for_gpu` did. `ok` is True only when the model converted and the GPU check passed."""
+    """What `convert_for_gpu` did. `ok` is True only when the model converted and the GPU check passed.
+
+    changes: the rewrites in the returned file (kept); dropped: rewrite name -> why it was left out
+    (it raised, or the file was worse with it than without); attempts: one line per conversion tried.
+    """
     path: Path | None
     changes: list[Change]
     report: Any = None                  # checker.Report (or TorchCheck); None when check=False or no file
     error: str | None = None            # the conversion error, when it failed
     suggestions: list[str] = field(default_factory=list)   # rewrite names for the error / failed check
     signatures: dict = field(default_factory=dict)         # signature -> {"inputs": [...], "outputs": [...]}
+    dropped: dict = field(default_factory=dict)            # rewrite name -> reason it is not in the file
+    attempts: list = field(default_factory=list)           # "label: verdict (...)" per conversion tried
 
     @property
     def ok(self) -> bool:
@@ -182,14 +225,24 @@ class ConvertResult:
             return "UNCHECKED"
         return str(self.report.verdict)
 
+    @property
+    def kept(self) -> list[str]:
+        return list(dict.fromkeys(c.rewrite for c in self.changes))
+
     def summary(self) -> str:
         lines = [f"{self.verdict}: {self.path or '-'}"]
         if self.error:
             lines.append(f"  conversion failed: {self.error.strip().splitlines()[-1][:300]}")
         elif self.report is not None:
             lines.append(f"  check: {self.report.summary}")
-        lines += [f"  {'exact' if c.exact else 'APPROX'} {c.rewrite}: {c.path or '<root>'}: {c.what}"
+        if self.changes:
+            lines.append(f"  rewrites kept: {', '.join(self.kept)}")
+        lines += [f"    {'exact' if c.exact else 'APPROX'} {c.rewrite}: {c.path or '<root>'}: {c.what}"
                   for c in self.changes]
+        for name, why in self.dropped.items():
+            lines.append(f"  rewrite dropped: {name}: {why}")
+        if len(self.attempts) > 1:
+            lines.append("  conversions tried: " + "; ".join(self.attempts))
         if self.suggestions:
             lines.append(f"  try: {', '.join(self.suggestions)}")
         return "\n".join(lines)
@@ -258,30 +311,77 @@ def _torch_check(path: Path, inputs: dict, reference: dict, min_corr: float) -> 
     return TorchCheck(verdict, text, comparisons, run)
 
 
+# verdict -> how good a returned file is (higher is better); a fallback with wrong numbers scores as NUMERICS_FAIL
+_SCORE = {"PASS": 5, "FALLBACK": 3, "NUMERICS_FAIL": 2, "COMPILE_FAIL": 1, "NO_GPU": 0, "INVALID_MODEL": 0,
+          "UNCHECKED": 0, "CONVERT_FAIL": -1}
+
+
+def _min_corr(report) -> float:
+    corrs = [c.get("corr") for outs in (getattr(report, "signatures", None) or {}).values() for e in outs.values()
+             for lbl, c in e.get("vs_reference", {}).items() if lbl != "cpu" and c.get("corr") is not None]
+    if not corrs and getattr(report, "comparisons", None):          # TorchCheck
+        corrs = [c.corr for c in report.comparisons.values()]
+    return float(min(corrs)) if corrs else -1.0
+
+
+def quality(result: ConvertResult) -> tuple:
+    """A sortable score of a conversion: verdict first, then GPU residency, then the worst corr vs torch."""
+    score = float(_SCORE.get(result.verdict, 0))
+    report = result.report
+    if result.verdict == "FALLBACK" and any("outside tolerance" in p for p in getattr(report, "problems", [])):
+        score = _SCORE["NUMERICS_FAIL"]
+    res = getattr(report, "residency", None) or {}
+    frac = (res.get("gpu_ops") or 0) / res["total_ops"] if res.get("total_ops") else 0.0
+    return (score, round(frac, 4), round(_min_corr(report), 6) if report is not None else -1.0)
+
+
+def _describe(result: ConvertResult) -> str:
+    score, frac, corr = quality(result)
+    parts = [result.verdict]
+    if frac:
+        parts.append(f"{frac:.0%} ops on GPU")
+    if corr > -1:
+        parts.append(f"min corr {corr:.6f}")
+    return " ".join(parts)
+
+
 def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, patches: bool = True,
                     check: bool = True, kwargs: dict | None = None, signature_name: str = "serving_default",
                     signatures: dict[str, Any] | None = None, include: Sequence[str] | None = None,
-                    exclude: Sequence[str] | None = None, approximate: bool = False,
-                    check_kwargs: dict | None = None, **convert_kwargs) -> ConvertResult:
-    """Patch `model` (in place), convert it with litert-torch to `output_path`, check it on the GPU.
+                    only: Sequence[str] | None = None, exclude: Sequence[str] | None = None,
+                    approximate: bool = False, check_kwargs: dict | None = None, inplace: bool = False,
+                    fallback: bool = True, max_tries: int = 6, **convert_kwargs) -> ConvertResult:
+    """Rewrite a copy of `model`, convert it with litert-torch to `output_path`, check it on the GPU.
 
     example_inputs: a tensor, a tuple of positional inputs, a dict of keyword inputs, or (args, kwargs);
         `kwargs` adds keyword inputs. Converted input names: args_0, args_1, ... then the keywords.
     signature_name: the name of the one signature; `signatures={name: example_inputs, ...}` converts
         the same model once per entry into a multi-signature file (example_inputs is then unused).
-    patches: apply `apply_patches` (include / exclude / approximate as there) and convert the model
-        inside `GpuRewriteWrapper`, so functional rewrites apply during tracing only.
+    patches: apply the toolkit's rewrites (`apply_patches`) and convert inside `GpuRewriteWrapper`, so
+        functional rewrites apply during tracing only. include: opt-in rewrites added to the defaults;
+        only: nothing but these; exclude: never these; approximate: allow labelled approximations.
+        An unknown name raises ValueError (the only error this function raises for bad arguments).
+    inplace: False (default) rewrites a deep copy: `model` is never changed. True applies the module
+        patches to `model` itself (saves the copy) and disables `fallback`.
     check: run `checker.check_gpu_compatibility` with the example inputs and the torch outputs as the
         reference (fallback without the checker: strict GPU run vs torch, corr >= 0.999).
+    fallback: never return a result worse than plain conversion. When the rewritten file does not PASS,
+        the model is also converted without rewrites; when that is better (verdict, then GPU residency,
+        then corr vs torch), the rewrites are dropped one at a time (at most `max_tries` conversions)
+        and the best file is kept. A rewrite that raises is dropped too. `result.dropped` and
+        `result.summary()` say which rewrites were kept and why the others were not.
     convert_kwargs: passed to litert_torch (e.g. dynamic_shapes, quant_config).
-    Never raises for a conversion failure: `result.error` holds it and `result.ok` is False; `ok` is
-    True only when the check ran and passed.
+    Never raises for a conversion failure or a failing rewrite: `result.error` holds it and `result.ok`
+    is False; `ok` is True only when the check ran and passed.
     """
-    import litert_torch
+    import copy
+    import shutil
+
     import torch
 
-    from .symptoms import for_log, suggestions
-
+    check_names(include, "include")
+    check_names(only, "only")
+    check_names(exclude, "exclude")
     path = Path(output_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     model.eval()
@@ -298,41 +398,142 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
         for name, (args, kw) in parsed.items():
             inputs[name] = _signature_inputs(args, kw)
             reference[name] = {f"output_{i}": o for i, o in enumerate(_np_tree(model(*args, **kw)))}
-    changes: list[Change] = []
-    runnable = model
-    if patches:
-        first_args, first_kwargs = next(iter(parsed.values()))
-        changes = apply_patches(model, (first_args, first_kwargs), include=include, exclude=exclude,
-                                approximate=approximate)
-        from .rewrites.functional import GpuRewriteWrapper
+    job = _Job(model, parsed, inputs, reference, signature_name, signatures is None, check,
+               dict(check_kwargs or {}), convert_kwargs, include, only, approximate)
+    if not patches:
+        return job.finish(job.attempt(path, None, "plain", copy_model=False), path)
+    fallback = fallback and check and not inplace
+    excluded = set(exclude or ())
+    dropped: dict[str, str] = {}
+    tries = [path.parent / f".{path.stem}.try{i}{path.suffix}" for i in range(max_tries + 2)]
+    result = job.attempt(tries[0] if fallback else path, excluded, "rewritten", copy_model=not inplace,
+                         dropped=dropped)
+    if result.ok or not fallback:
+        return job.finish(result, path, tries, dropped)
+    plain = job.attempt(tries[1], None, "plain", copy_model=True)
+    best = result
+    if quality(plain) > quality(result):
+        n = 2
+        for name in result.kept:
+            if n >= len(tries):
+                break
+            cand = job.attempt(tries[n], excluded | set(dropped) | {name}, f"without {name}", copy_model=True,
+                               dropped={})
+            n += 1
+            if quality(cand) > quality(best):
+                dropped[name] = (f"with it: {_describe(best)}; without it: {_describe(cand)}")
+                best = cand
+                if best.ok:
+                    break
+        if quality(plain) > quality(best):
+            for name in best.kept:
+                dropped[name] = (f"plain conversion ({_describe(plain)}) beats every rewritten file tried "
+                                 f"(best: {_describe(best)})")
+            best = plain
+    return job.finish(best, path, tries, dropped)
 
-        names = functional_selection(include, exclude, approximate)
-        if names:
-            runnable = GpuRewriteWrapper(model, include=names).eval()
-    result = ConvertResult(path, changes)
-    try:
-        if len(parsed) == 1 and signature_name == "serving_default" and signatures is None:
-            args, kw = parsed[signature_name]
-            edge = litert_torch.convert(runnable, args, sample_kwargs=kw or None, **convert_kwargs)
-        else:
-            converter = None
-            for name, (args, kw) in parsed.items():
-                converter = (litert_torch.signature if converter is None else converter.signature)(
-                    name, runnable, args, kw or None)
-            edge = converter.convert(**convert_kwargs)
-        edge.export(str(path))
-    except Exception as e:                                   # noqa: BLE001 - reported, never swallowed as success
-        result.error = f"{type(e).__name__}: {e}"
-        result.path = None
-        result.suggestions = suggestions(for_log(str(e)))
+
+class _Job:
+    """The fixed parts of one `convert_for_gpu` call; `attempt` converts and checks one rewrite selection."""
+
+    def __init__(self, model, parsed, inputs, reference, signature_name, single, check, check_kwargs,
+                 convert_kwargs, include, only, approximate):
+        self.model, self.parsed, self.inputs, self.reference = model, parsed, inputs, reference
+        self.signature_name, self.single, self.check = signature_name, single, check
+        self.check_kwargs, self.convert_kwargs = check_kwargs, convert_kwargs
+        self.include, self.only, self.approximate = include, only, approximate
+        self.log: list[str] = []
+        self.tried: set[str] = set()         # rewrite names active in some attempt
+
+    def attempt(self, path: Path, exclude: set | None, label: str, *, copy_model: bool,
+                dropped: dict | None = None) -> ConvertResult:
+        """exclude=None: plain (no rewrites). A rewrite that raises is added to `dropped` and excluded."""
+        import copy
+
+        import litert_torch
+        import torch
+
+        from .symptoms import for_log, suggestions
+
+        plain = exclude is None
+        exclude = set(exclude or ())
+        changes: list[Change] = []
+        model = copy.deepcopy(self.model) if copy_model else self.model
+        runnable = model
+        for _ in range(8):                                # each round drops the rewrites that raised
+            if plain:
+                break
+            errors: dict[str, str] = {}
+            try:
+                first_args, first_kwargs = next(iter(self.parsed.values()))
+                changes = apply_patches(model, (first_args, first_kwargs), include=self.include, only=self.only,
+                                        exclude=sorted(exclude), approximate=self.approximate, errors=errors)
+            except Exception as e:                         # noqa: BLE001 - outside any one patch
+                errors["apply_patches"] = f"{type(e).__name__}: {e}"[:300]
+            for name, err in errors.items():
+                if dropped is not None:
+                    dropped[name] = f"raised while rewriting: {err}"
+                exclude.add(name)
+            if not errors or not copy_model:              # (in place: keep what was applied)
+                names = functional_selection(self.include, sorted(exclude), self.approximate, self.only)
+                self.tried |= set(names) | {n for n in PATCHES if _selected(
+                    n, set(self.include or ()), exclude, self.approximate,
+                    None if self.only is None else set(self.only))}
+                if names and "functional rewrites" not in errors:
+                    from .rewrites.functional import GpuRewriteWrapper
+
+                    runnable = GpuRewriteWrapper(model, include=names).eval()
+                break
+            if "apply_patches" in errors or "functional rewrites" in errors:
+                model = runnable = copy.deepcopy(self.model)     # give up on rewrites for this attempt
+                changes = []
+                break
+            model = runnable = copy.deepcopy(self.model)         # retry without the ones that raised
+        result = ConvertResult(path, changes)
+        try:
+            if self.single and len(self.parsed) == 1 and self.signature_name == "serving_default":
+                args, kw = self.parsed[self.signature_name]
+                edge = litert_torch.convert(runnable, args, sample_kwargs=kw or None, **self.convert_kwargs)
+            else:
+                converter = None
+                for name, (args, kw) in self.parsed.items():
+                    converter = (litert_torch.signature if converter is None else converter.signature)(
+                        name, runnable, args, kw or None)
+                edge = converter.convert(**self.convert_kwargs)
+            edge.export(str(path))
+        except Exception as e:                               # noqa: BLE001 - reported, never swallowed as success
+            result.error = f"{type(e).__name__}: {e}"
+            result.path = None
+            result.suggestions = suggestions(for_log(str(e)))
+            self.log.append(f"{label}: CONVERT_FAIL")
+            return result
+        if isinstance(runnable, torch.nn.Module) and hasattr(runnable, "changes"):
+            result.changes += [c for c in runnable.changes if c not in result.changes]
+        for name in self.parsed:
+            result.signatures[name] = {"inputs": list(self.inputs[name]), "outputs": list(self.reference[name])}
+        if self.check:
+            report = _check_with_fallback(path, self.inputs, self.reference, dict(self.check_kwargs))
+            result.report = report
+            if not report.ok:
+                result.suggestions = list(getattr(report, "suggested_rewrites", []) or [])
+        self.log.append(f"{label}: {_describe(result)}")
         return result
-    if isinstance(runnable, torch.nn.Module) and hasattr(runnable, "changes"):
-        result.changes += [c for c in runnable.changes if c not in result.changes]
-    for name in parsed:
-        result.signatures[name] = {"inputs": list(inputs[name]), "outputs": list(reference[name])}
-    if check:
-        report = _check_with_fallback(path, inputs, reference, dict(check_kwargs or {}))
-        result.report = report
-        if not report.ok:
-            result.suggestions = list(getattr(report, "suggested_rewrites", []) or [])
-    return result
+
+    def finish(self, result: ConvertResult, path: Path, tries=(), dropped: dict | None = None) -> ConvertResult:
+        """Move the chosen file to `path`, delete the other tries, record what was dropped."""
+        import shutil
+
+        if result.path is not None and Path(result.path) != path:
+            shutil.move(str(result.path), str(path))
+            result.path = path
+            if result.report is not None and hasattr(result.report, "model"):
+                result.report.model = str(path)
+        for t in tries:
+            if Path(t) != path and Path(t).exists():
+                Path(t).unlink()
+        if dropped:
+            result.dropped = {k: v for k, v in dropped.items() if k not in result.kept}
+        result.attempts = list(self.log)
+        if self.tried:          # a rewrite that already ran (kept or dropped) is no suggestion
+            result.suggestions = [r for r in result.suggestions if r not in self.tried and r not in result.dropped]
+        return result

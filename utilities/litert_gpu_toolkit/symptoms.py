@@ -12,7 +12,7 @@ Each `Symptom` matches in one of three ways:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,9 @@ class Symptom:
     desktop_reproduces: bool = True # does the desktop (software Vulkan) GPU show it?
     phone_only_note: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # op -> the subset of `rewrites` that can remove this symptom on that op (a rejection of ABS with a
+    # constant input is not fixed by the softmax rewrite); ops not listed get all of `rewrites`
+    by_op: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 SYMPTOMS: tuple[Symptom, ...] = (
@@ -35,9 +38,10 @@ SYMPTOMS: tuple[Symptom, ...] = (
         id="gather_nd",
         seen="GATHER_ND rejected by the GPU delegate",
         cause="Stride-2 slicing with a tensor index, grid_sample, MaxPool padding, bicubic / align_corners "
-              "interpolation and reflect padding lower to gathers, which the GPU does not run.",
+              "interpolation, reflect padding and torch.gather with a runtime index (HF buffered token-type ids) "
+              "lower to gathers, which the GPU does not run.",
         rewrites=("patch_grid_sample", "patch_maxpool_zeropad", "patch_interpolate", "patch_patch_merging",
-                  "patch_reflect_pad"),
+                  "patch_reflect_pad", "patch_gather_onehot"),
         ops=("GATHER_ND", "GATHER"),
         log=r"GATHER(_ND)?: ",
     ),
@@ -49,6 +53,23 @@ SYMPTOMS: tuple[Symptom, ...] = (
         rewrites=("patch_pixel_shuffle", "pixelshuffle_to_conv_transpose", "patch_window_attention", "patch_einops",
                   "patch_patch_merging", "lower_rank_views", "split_packed_qkv"),
         log=r"dimensions must be less than 5",
+    ),
+    Symptom(
+        id="cumsum",
+        seen="CUMSUM rejected by the GPU delegate ('indices must be constant int32 type')",
+        cause="Hugging Face text models build position ids (RoBERTa-style cumsum over the non-pad mask) and "
+              "masks with torch.cumsum; the GPU has no CUMSUM kernel.",
+        rewrites=("patch_cumsum",),
+        ops=("CUMSUM",),
+    ),
+    Symptom(
+        id="constant_resize",
+        seen="RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR rejected: the resize has no runtime input",
+        cause="A constant (a position-embedding table) is resized on every forward; the converter keeps the "
+              "resize and the GPU declines an op with only constant inputs. Often the target is the table's own "
+              "size, i.e. an identity.",
+        rewrites=("patch_identity_resize", "constant_to_input"),
+        ops=("RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR"),
     ),
     Symptom(
         id="transpose_conv",
@@ -83,12 +104,12 @@ SYMPTOMS: tuple[Symptom, ...] = (
     ),
     Symptom(
         id="masked_attention",
-        seen="masked attention wrong on device only: first token exact, later tokens wrong",
-        cause="A broadcast ADD of a [1,1,S,S] mask onto a BATCH_MATMUL result was miscomputed on older runtimes "
-              "(size-1 head axis).",
-        rewrites=("expand_attention_mask",),
-        desktop_reproduces=False,
-        phone_only_note="fixed in newer runtimes; older phone runtimes only",
+        seen="masked / biased attention compiles GPU-only and returns wrong numbers (fp16 and fp32)",
+        cause="A rank-4 ADD of a mask or position bias onto attention scores is miscomputed: on older phone "
+              "runtimes a [1,1,S,S] mask broadcast over heads; on the desktop GPU (llvmpipe, ai-edge-litert 2.3.0) "
+              "any folded-constant operand (HF causal masks, T5 position bias), corr 0.33..0.90. The same ADD at "
+              "rank 3 is right.",
+        rewrites=("patch_attention_bias_add", "expand_attention_mask"),
     ),
     Symptom(
         id="output_aliasing",
@@ -114,8 +135,14 @@ SYMPTOMS: tuple[Symptom, ...] = (
         seen="'No support of few identical inputs' / 'Expected 1 const input tensor(s)' (device only)",
         cause="The delegate declines an op whose two inputs are the same tensor (x / x) and ops whose inputs are "
               "all constants; they split the graph into partitions.",
-        rewrites=("patch_degenerate_softmax", "constant_to_input", "l2_normalize"),
+        rewrites=("patch_degenerate_softmax", "patch_relative_position_bias", "constant_to_input", "l2_normalize"),
         log=r"identical inputs|const input tensor",
+        by_op=(("ABS", ("patch_relative_position_bias", "constant_to_input")),
+               ("LOG", ("patch_relative_position_bias", "constant_to_input")),
+               ("MINIMUM", ("patch_relative_position_bias", "constant_to_input")),
+               ("DIV", ("patch_degenerate_softmax", "constant_to_input")),
+               ("SUB", ("patch_degenerate_softmax", "constant_to_input")),
+               ("MUL", ("l2_normalize", "constant_to_input"))),
         upstream="google-ai-edge/LiteRT#9192",
         desktop_reproduces=False,
     ),
@@ -227,12 +254,24 @@ SYMPTOMS: tuple[Symptom, ...] = (
 BY_ID = {s.id: s for s in SYMPTOMS}
 
 
+def narrowed(symptom: Symptom, op: str | None) -> Symptom:
+    """`symptom` with its rewrites cut to those listed for `op` in `by_op` (unchanged when not listed)."""
+    rewrites = dict(symptom.by_op).get(op) if op else None
+    return replace(symptom, rewrites=tuple(rewrites)) if rewrites else symptom
+
+
 def for_op(op: str) -> list[Symptom]:
-    return [s for s in SYMPTOMS if op in s.ops]
+    return [narrowed(s, op) for s in SYMPTOMS if op in s.ops]
+
+
+_OP_PREFIX = re.compile(r"^\s*([A-Z][A-Z0-9_]+): ")
 
 
 def for_log(text: str) -> list[Symptom]:
-    return [s for s in SYMPTOMS if s.log and re.search(s.log, text)]
+    """Symptoms whose log pattern matches `text`; a delegate line 'OP: reason' narrows the rewrites to OP."""
+    m = _OP_PREFIX.match(text)
+    op = m.group(1) if m else None
+    return [narrowed(s, op) for s in SYMPTOMS if s.log and re.search(s.log, text)]
 
 
 def for_numeric(signature: str) -> list[Symptom]:

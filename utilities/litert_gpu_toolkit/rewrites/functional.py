@@ -18,6 +18,16 @@ from . import Change
 HANDLERS: dict[Callable, list[tuple[str, Callable]]] = {}
 
 
+class Observed:
+    """A handler's result that only observed the call (e.g. tagged the output): returned to the caller
+    unchanged and not recorded as a rewrite."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
 def register_handler(func: Callable, name: str):
     def deco(handler):
         HANDLERS.setdefault(func, []).append((name, handler))
@@ -42,6 +52,8 @@ class GpuRewriteMode(TorchFunctionMode):
         for name, handler in HANDLERS.get(func, ()):
             if self._enabled(name):
                 out = handler(*args, **kwargs)
+                if isinstance(out, Observed):
+                    return out.value
                 if out is not NotImplemented:
                     fn_name = getattr(func, "__qualname__", getattr(func, "__name__", str(func)))
                     change = Change(f"functional:{fn_name}", f"{fn_name} rewritten", name, True)
@@ -52,10 +64,17 @@ class GpuRewriteMode(TorchFunctionMode):
 
 
 class GpuRewriteWrapper(torch.nn.Module):
-    """Runs `model` with the functional rewrites active (only inside this forward)."""
+    """Runs `model` with the functional rewrites active (only inside this forward).
+
+    include: only these handler names (default: all registered); exclude: never these. A name that no
+    rewrite has raises ValueError listing the known names (a typo must not silently do nothing)."""
 
     def __init__(self, model: torch.nn.Module, include=None, exclude=None):
         super().__init__()
+        from ..convert import check_names
+
+        check_names(include, "include")
+        check_names(exclude, "exclude")
         self.model = model
         self.include, self.exclude = include, exclude
         self.changes: list[Change] = []

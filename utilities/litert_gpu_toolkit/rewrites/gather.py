@@ -31,7 +31,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import Change, named_modules_of, register, set_submodule
-from .functional import register_handler
+from .functional import HANDLERS, register_handler
 from .rank import lowrank_permute
 
 __all__ = [
@@ -558,3 +558,103 @@ def patch_flip(model: nn.Module) -> list[Change]:
 
 
 __all__ += ["flip_by_slices", "patch_flip"]
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.gather with a runtime index (HF buffered token-type ids, position lookups)
+# ---------------------------------------------------------------------------------------------
+
+GATHER_MAX_ELEMENTS = 1 << 20
+
+
+def gather_onehot(input: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor:
+    """torch.gather(input, dim, index) as a one-hot product: no GATHER / GATHER_ND.
+
+    out[..., s, ...] = sum_n input[..., n, ...] * (index[..., s, ...] == n), computed in float32 with
+    EQUAL + one BATCH_MATMUL and cast back. Exactly one term is non-zero, so the result is exact for
+    finite inputs (integers below 2^24 in magnitude: token types, positions, ids); a non-finite entry
+    elsewhere on the gathered axis would turn its row into NaN (0 * inf). Index values outside
+    [0, n) give 0 where torch raises."""
+    dim = dim % input.dim()
+    n = int(input.shape[dim])
+    src = input.movedim(dim, -1).to(torch.float32)
+    idx = index.movedim(dim, -1)
+    if src.shape[:-1] != idx.shape[:-1]:
+        src = src[tuple(slice(0, int(s)) for s in idx.shape[:-1])]
+    onehot = (idx.unsqueeze(-1) == torch.arange(n, dtype=idx.dtype)).to(torch.float32)   # [..., S, n]
+    out = torch.matmul(onehot, src.unsqueeze(-1)).squeeze(-1)
+    return out.to(input.dtype).movedim(-1, dim)
+
+
+def _gather_applies(input, dim, index) -> bool:
+    return (isinstance(input, torch.Tensor) and isinstance(index, torch.Tensor) and isinstance(dim, int)
+            and 1 <= input.dim() <= 3 and index.dim() == input.dim() and not input.dtype.is_complex
+            and index.numel() * int(input.shape[dim]) <= GATHER_MAX_ELEMENTS
+            and all(int(i) <= int(s) for d, (i, s) in enumerate(zip(index.shape, input.shape)) if d != dim % input.dim()))
+
+
+@register_handler(torch.gather, "patch_gather_onehot")
+@register_handler(torch.Tensor.gather, "patch_gather_onehot")
+def _gather_handler(input, dim, index, *, sparse_grad=False, out=None):
+    if out is not None or not _gather_applies(input, dim, index):
+        return NotImplemented
+    return gather_onehot(input, dim, index)
+
+
+@register("patch_gather_onehot", wall="gather_nd")
+def patch_gather_onehot(model: nn.Module) -> list[Change]:
+    """torch.gather has no module form: the rewrite happens inside `GpuRewriteWrapper` /
+    `convert_for_gpu` (handler "patch_gather_onehot") or by calling `gather_onehot`."""
+    return []
+
+
+__all__ += ["gather_onehot", "patch_gather_onehot"]
+
+
+# ---------------------------------------------------------------------------------------------
+# a resize to the size the tensor already has (position tables "resized" to their own grid)
+# ---------------------------------------------------------------------------------------------
+
+_IDENTITY_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear", "area")
+
+
+def is_identity_resize(x: torch.Tensor, size=None, scale_factor=None, mode: str = "nearest",
+                       align_corners=None, antialias: bool = False) -> bool:
+    """True when F.interpolate(x, ...) returns x unchanged: the output size equals the input size and
+    the coordinate scale is 1 (a `size` given, or every scale factor exactly 1). Then every output
+    sample sits exactly on an input sample (weights 1 and 0) in every listed mode."""
+    if not isinstance(x, torch.Tensor) or x.dim() < 3 or mode not in _IDENTITY_MODES:
+        return False
+    spatial = x.dim() - 2
+    in_size = [int(d) for d in x.shape[2:]]
+    if size is not None:
+        return scale_factor is None and list(_tuple(size, spatial)) == in_size
+    if scale_factor is None:
+        return False
+    scales = scale_factor if isinstance(scale_factor, (tuple, list)) else [scale_factor] * spatial
+    return all(float(s) == 1.0 for s in scales)
+
+
+def _identity_resize_handler(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                             recompute_scale_factor=None, antialias=False):
+    if not is_identity_resize(input, size, scale_factor, mode, align_corners, antialias):
+        return NotImplemented
+    return input
+
+
+# first in line for F.interpolate: an identity needs no separable matmuls either
+HANDLERS.setdefault(F.interpolate, []).insert(0, ("patch_identity_resize", _identity_resize_handler))
+
+
+@register("patch_identity_resize", wall="constant_resize")
+def patch_identity_resize(model: nn.Module) -> list[Change]:
+    """F.interpolate to the size the tensor already has -> the tensor itself (exact, bit for bit).
+
+    ViT-family models (DPT, ...) "resize" their constant position table to the patch grid on every
+    forward; when the grid is the table's own size, the converter still emits a RESIZE_BILINEAR on a
+    constant, which the GPU rejects ('no runtime input'). Functional only (handler
+    "patch_identity_resize"); returns no changes by itself."""
+    return []
+
+
+__all__ += ["is_identity_resize", "patch_identity_resize"]

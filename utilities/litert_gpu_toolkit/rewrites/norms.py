@@ -187,9 +187,14 @@ def _normalise(x: torch.Tensor, dims, eps: float, hierarchical: bool, distinct: 
 # ---------------------------------------------------------------------------------------------
 
 class SafeLayerNorm(nn.Module):
-    """nn.LayerNorm in the down-scaled domain (shares the original weight and bias)."""
+    """nn.LayerNorm in the down-scaled domain (shares the original weight and bias).
 
-    def __init__(self, ln: nn.LayerNorm, hierarchical: bool = False, distinct_squares: bool = False):
+    channels_first=True: normalise a [N, C, ...] tensor over axis 1 (the channels-first LayerNorm of
+    ConvNeXt / ConvNeXt V2 / SegFormer-style heads, written as permute + LayerNorm + permute); the
+    formula is the same, so the result equals the original to fp32 rounding and the two transposes go."""
+
+    def __init__(self, ln: nn.LayerNorm, hierarchical: bool = False, distinct_squares: bool = False,
+                 channels_first: bool = False):
         super().__init__()
         self.normalized_shape = tuple(ln.normalized_shape)
         self.eps = float(ln.eps)
@@ -197,14 +202,20 @@ class SafeLayerNorm(nn.Module):
         self.bias = ln.bias
         self.hierarchical = hierarchical
         self.distinct_squares = distinct_squares
+        self.channels_first = channels_first
 
     def forward(self, x):
-        dims = tuple(range(-len(self.normalized_shape), 0))
+        if self.channels_first:
+            dims: tuple[int, ...] = (1,)
+            shape = [-1] + [1] * (x.dim() - 2)
+        else:
+            dims = tuple(range(-len(self.normalized_shape), 0))
+            shape = None
         y = _normalise(x, dims, self.eps, self.hierarchical, self.distinct_squares)
         if self.weight is not None:
-            y = y * self.weight
+            y = y * (self.weight.reshape(shape) if shape else self.weight)
         if self.bias is not None:
-            y = y + self.bias
+            y = y + (self.bias.reshape(shape) if shape else self.bias)
         return y
 
 
@@ -293,10 +304,46 @@ def patch_safe_layernorm(model: nn.Module, hierarchical: bool = False, distinct_
     for path, ln in named_modules_of(model, nn.LayerNorm):
         if not path:
             continue
-        set_submodule(model, path, SafeLayerNorm(ln, hierarchical, distinct_squares))
-        changes.append(Change(path, f"LayerNorm{tuple(ln.normalized_shape)} -> down-scaled SafeLayerNorm",
-                              "patch_safe_layernorm", True))
+        layout = _layernorm_layout(ln)
+        if layout is None:                     # a subclass computing something else: leave it alone
+            continue
+        set_submodule(model, path, SafeLayerNorm(ln, hierarchical, distinct_squares,
+                                                 channels_first=layout == "channels_first"))
+        how = " (channels-first)" if layout == "channels_first" else ""
+        changes.append(Change(path, f"{type(ln).__name__}{tuple(ln.normalized_shape)}{how} -> down-scaled "
+                                    "SafeLayerNorm", "patch_safe_layernorm", True))
     return changes
+
+
+def _layernorm_layout(ln: nn.LayerNorm) -> str | None:
+    """'channels_last' for nn.LayerNorm (and subclasses that normalise the last axes), 'channels_first'
+    for a subclass that normalises axis 1 of [N, C, H, W] (probed), None for anything else."""
+    if type(ln).forward is nn.LayerNorm.forward:
+        return "channels_last"
+    shape = tuple(ln.normalized_shape)
+    gen = torch.Generator().manual_seed(0)
+    w = ln.weight if ln.weight is not None else None
+    b = ln.bias if ln.bias is not None else None
+    with torch.no_grad():
+        x = torch.randn(2, 3, *shape, generator=gen) * 3.0
+        try:
+            got = ln(x)
+            if got.shape == x.shape and torch.allclose(got, F.layer_norm(x, shape, w, b, ln.eps), rtol=1e-4,
+                                                       atol=1e-5):
+                return "channels_last"
+        except Exception:                      # noqa: BLE001 - the subclass wants another layout
+            pass
+        if len(shape) != 1:
+            return None
+        x = torch.randn(2, shape[0], 3, 5, generator=gen) * 3.0
+        try:
+            got = ln(x)
+        except Exception:                      # noqa: BLE001
+            return None
+        want = F.layer_norm(x.permute(0, 2, 3, 1), shape, w, b, ln.eps).permute(0, 3, 1, 2)
+        if got.shape == x.shape and torch.allclose(got, want, rtol=1e-4, atol=1e-5):
+            return "channels_first"
+    return None
 
 
 def _rms_eps(m) -> float | None:

@@ -1,0 +1,148 @@
+"""Wall `broadcast_to`: a runtime BROADCAST_TO rejected by the GPU delegate.
+
+GQA's repeat_kv (expand + reshape) and other runtime expands lower to BROADCAST_TO. `patch_repeat_kv`
+and `patch_broadcast_to` (functional handlers on Tensor.expand / expand_as / broadcast_to /
+repeat_interleave) build the same tensor by concatenation (`repeat_kv_cat`, `expand_by_cat`): exact.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import Change, register, set_submodule
+from .functional import GpuRewriteMode, register_handler
+from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
+
+__all__ = ['repeat_kv_cat', 'expand_by_cat', 'patch_repeat_kv', 'patch_broadcast_to']
+
+
+# --------------------------------------------------------------------------------- BROADCAST_TO
+
+def _tile(x: torch.Tensor, n: int, dim: int) -> torch.Tensor:
+    """n copies of x along `dim` with CONCATENATION only (doubling above 16 copies)."""
+    if n <= 16:
+        return torch.cat([x] * n, dim)
+    y = x
+    while y.shape[dim] * 2 <= n * x.shape[dim]:
+        y = torch.cat([y, y], dim)
+    rest = n * x.shape[dim] - y.shape[dim]
+    return torch.cat([y, y.narrow(dim, 0, rest)], dim) if rest else y
+
+
+def repeat_kv_cat(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """GQA repeat_kv without BROADCAST_TO or a rank-5 tensor: [b, n_kv, s, d] -> [b, n_kv * n_rep, s, d].
+
+    Head i of the input fills output heads i*n_rep .. (i+1)*n_rep - 1 (the order of HF's repeat_kv and of
+    repeat_interleave on dim 1). SLICE + one CONCATENATION; bit-exact (copies only).
+    """
+    if n_rep == 1:
+        return x
+    return torch.cat([x[:, i:i + 1] for i in range(x.shape[1]) for _ in range(n_rep)], dim=1)
+
+
+def _target_shape(x: torch.Tensor, sizes) -> tuple[int, ...] | None:
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list, torch.Size)):
+        sizes = tuple(sizes[0])
+    if not all(isinstance(s, int) for s in sizes) or len(sizes) < x.dim():
+        return None
+    lead = len(sizes) - x.dim()
+    out = []
+    for i, s in enumerate(sizes):
+        if i < lead:
+            if s < 0:
+                return None
+            out.append(s)
+        else:
+            have = x.shape[i - lead]
+            out.append(have if s == -1 else s)
+            if have != 1 and out[-1] != have:
+                return None
+    return tuple(out)
+
+
+def expand_by_cat(x: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
+    """x.expand(shape) as copies joined by CONCATENATION (no BROADCAST_TO). Bit-exact.
+
+    A constant (parameter / buffer) expand folds into a constant at the target shape -- the 'baked'
+    form; a runtime tensor becomes concatenations (log2(n) of them above 16 copies).
+    """
+    shape = tuple(shape)
+    if x.dim() < len(shape):
+        x = x.reshape((1,) * (len(shape) - x.dim()) + tuple(x.shape))
+    for dim, (have, want) in enumerate(zip(x.shape, shape)):
+        if have == 1 and want != 1:
+            x = _tile(x, want, dim)
+    return x
+
+
+@register_handler(torch.Tensor.expand, "patch_repeat_kv")
+def _expand_repeat_kv(self, *sizes, **kwargs):
+    """The rank-5 GQA idiom x[:, :, None].expand(b, k, n, s, d): copy at rank 4, then view back (folds away)."""
+    shape = _target_shape(self, sizes)
+    if shape is None or self.dim() != 5 or len(shape) != 5:
+        return NotImplemented
+    grown = [i for i, (h, w) in enumerate(zip(self.shape, shape)) if h != w]
+    if len(grown) != 1:
+        return NotImplemented
+    a, n = grown[0], shape[grown[0]]
+    x4 = self.squeeze(a)
+    if a == 0:
+        y = _tile(x4, n, 0)
+    else:
+        y = torch.cat([x4.narrow(a - 1, i, 1) for i in range(x4.shape[a - 1]) for _ in range(n)], a - 1)
+    return y.reshape(shape)
+
+
+@register_handler(torch.Tensor.expand, "patch_broadcast_to")
+def _expand(self, *sizes, **kwargs):
+    shape = _target_shape(self, sizes)
+    if shape is None:
+        return NotImplemented
+    return expand_by_cat(self, shape)
+
+
+@register_handler(torch.Tensor.expand_as, "patch_broadcast_to")
+def _expand_as(self, other):
+    return expand_by_cat(self, other.shape)
+
+
+@register_handler(torch.broadcast_to, "patch_broadcast_to")
+@register_handler(torch.Tensor.broadcast_to, "patch_broadcast_to")
+def _broadcast_to(self, size):
+    shape = _target_shape(self, (tuple(size),))
+    return NotImplemented if shape is None else expand_by_cat(self, shape)
+
+
+@register_handler(torch.Tensor.repeat_interleave, "patch_repeat_kv")
+@register_handler(torch.repeat_interleave, "patch_repeat_kv")
+def _repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    if not isinstance(input, torch.Tensor) or not isinstance(repeats, int) or dim is None or input.dim() > 4 \
+            or input.shape[dim] * repeats > 256:
+        return NotImplemented
+    dim = dim % input.dim()
+    return torch.cat([input.narrow(dim, i, 1) for i in range(input.shape[dim]) for _ in range(repeats)], dim)
+
+
+@register("patch_repeat_kv", wall="broadcast_to")
+def patch_repeat_kv(model: nn.Module, *, functional: bool = True) -> list[Change]:
+    """GQA repeat_kv (x[:, :, None].expand(...).reshape(...), repeat_interleave on heads) -> `repeat_kv_cat`.
+
+    Removes BROADCAST_TO (runtime expand, rejected by the GPU even at rank 4; LiteRT#9191) and the rank-5
+    tensor in one go. Bit-exact, same head order. Functional only: scopes the handler on `model.forward`.
+    """
+    return [scope_rewrites(model, ["patch_repeat_kv"])] if functional else []
+
+
+@register("patch_broadcast_to", wall="broadcast_to")
+def patch_broadcast_to(model: nn.Module, *, functional: bool = True) -> list[Change]:
+    """Tensor.expand / expand_as / broadcast_to -> copies by CONCATENATION (`expand_by_cat`). Bit-exact.
+
+    On a parameter or buffer the copies fold into one constant at the target shape (a baked constant);
+    on a runtime tensor they are SLICE-free concatenations. Functional only: scopes the handler.
+    """
+    return [scope_rewrites(model, ["patch_broadcast_to"])] if functional else []
