@@ -338,6 +338,8 @@ def quality(result: ConvertResult) -> tuple:
 def _describe(result: ConvertResult) -> str:
     score, frac, corr = quality(result)
     parts = [result.verdict]
+    if score < float(_SCORE.get(result.verdict, 0)):      # demoted by quality(): say why, or the ranking reads wrong
+        parts.append("(outputs outside tolerance)")
     if frac:
         parts.append(f"{frac:.0%} ops on GPU")
     if corr > -1:

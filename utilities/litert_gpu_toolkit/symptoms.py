@@ -38,10 +38,11 @@ SYMPTOMS: tuple[Symptom, ...] = (
         id="gather_nd",
         seen="GATHER_ND rejected by the GPU delegate",
         cause="Stride-2 slicing with a tensor index, grid_sample, MaxPool padding, bicubic / align_corners "
-              "interpolation, reflect padding and torch.gather with a runtime index (HF buffered token-type ids) "
+              "interpolation, reflect padding, torch.gather with a runtime index (HF buffered token-type ids) and "
+              "indexing with integer tensors (HF attention-mask building: padding_mask[batch_idx, kv_idx]) "
               "lower to gathers, which the GPU does not run.",
         rewrites=("patch_grid_sample", "patch_maxpool_zeropad", "patch_interpolate", "patch_patch_merging",
-                  "patch_reflect_pad", "patch_gather_onehot"),
+                  "patch_reflect_pad", "patch_gather_onehot", "patch_index_onehot"),
         ops=("GATHER_ND", "GATHER"),
         log=r"GATHER(_ND)?: ",
     ),

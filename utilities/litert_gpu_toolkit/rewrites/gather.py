@@ -611,6 +611,89 @@ def patch_gather_onehot(model: nn.Module) -> list[Change]:
 __all__ += ["gather_onehot", "patch_gather_onehot"]
 
 
+def _leading_index(src, key):
+    """The integer index tensors of `src[key]` when `key` is advanced indexing on the leading dims only
+    (`src[i]`, `src[i, j]`, `src[i, j, :]`, ...: tensors first, then only full slices), else None."""
+    key = key if isinstance(key, tuple) else (key,)
+    if not isinstance(src, torch.Tensor) or src.dtype.is_complex:
+        return None
+    k = 0
+    while k < len(key) and isinstance(key[k], torch.Tensor):
+        if key[k].dtype not in (torch.int64, torch.int32):
+            return None
+        k += 1
+    if k == 0 or k > src.dim() or not all(r == slice(None) or r is Ellipsis for r in key[k:]):
+        return None
+    return list(key[:k])
+
+
+def index_onehot(src: torch.Tensor, indices: list[torch.Tensor]) -> torch.Tensor:
+    """`src[i0, i1, ..., ik-1]` (integer tensors on the leading dims, broadcast together) as a one-hot
+    product: no GATHER / GATHER_ND.
+
+    The indices are folded into one flat index f = i0 * s1 * ... + i1 * s2 * ... + ... over the leading
+    N = s0 * ... * sk-1 rows; out = sum_n (f == n) * src.reshape(N, -1)[n], in float32, cast back (bool:
+    > 0.5). Exactly one term is non-zero, so the result is exact for finite values (integers below 2^24
+    in magnitude, bools); a non-finite row of `src` would turn every output into NaN (0 * inf).
+    Negative indices wrap as in torch; out-of-range ones give 0 where torch raises. This is the
+    `padding_mask[batch_idx, kv_idx]` of Hugging Face's attention-mask building."""
+    k = len(indices)
+    lead = [int(d) for d in src.shape[:k]]
+    rest = src.shape[k:]
+    flat = None
+    for d, idx in enumerate(indices):
+        idx = idx.to(torch.int32)
+        idx = idx + (idx < 0).to(torch.int32) * lead[d]
+        stride = 1
+        for s in lead[d + 1:]:
+            stride *= s
+        term = idx * stride if stride != 1 else idx
+        flat = term if flat is None else flat + term
+    n = 1
+    for s in lead:
+        n *= s
+    table = src.reshape(n, -1).to(torch.float32)                                        # [N, R]
+    shape = flat.shape
+    # one 2-D one-hot [rows, N] whatever the index rank (a rank-4 index would make a rank-5 one-hot)
+    onehot = (flat.reshape(-1, 1) == torch.arange(n, dtype=torch.int32)).to(torch.float32)
+    # MUL + SUM, not a matmul: the GPU delegate refuses BATCH_MATMUL of two runtime tensors at this rank
+    out = (onehot.unsqueeze(-1) * table.unsqueeze(0)).sum(1).reshape(*shape, *rest)
+    return out > 0.5 if src.dtype == torch.bool else out.to(src.dtype)
+
+
+@register_handler(torch.Tensor.__getitem__, "patch_index_onehot")
+def _index_handler(src, key):
+    indices = _leading_index(src, key)
+    if indices is None:
+        return NotImplemented
+    try:
+        shape = torch.broadcast_shapes(*(i.shape for i in indices))
+    except RuntimeError:
+        return NotImplemented
+    n = 1
+    for s in src.shape[:len(indices)]:
+        n *= int(s)
+    rows = 1
+    for s in shape:
+        rows *= int(s)
+    width = src.numel() // max(n, 1)
+    if n == 0 or rows * n * max(width, 1) > GATHER_MAX_ELEMENTS:
+        return NotImplemented
+    return index_onehot(src, list(indices))
+
+
+@register("patch_index_onehot", wall="gather_nd", default=False)
+def patch_index_onehot(model: nn.Module) -> list[Change]:
+    """Indexing with integer tensors has no module form: the rewrite happens inside `GpuRewriteWrapper` /
+    `convert_for_gpu(..., include=["patch_index_onehot"])` (handler "patch_index_onehot") or by calling
+    `index_onehot`. Opt-in: it was added after the zoo's measured run, and it also rewrites indexing of
+    constant tables (e.g. relative-position biases) that the converter would otherwise fold."""
+    return []
+
+
+__all__ += ["index_onehot", "patch_index_onehot"]
+
+
 # ---------------------------------------------------------------------------------------------
 # a resize to the size the tensor already has (position tables "resized" to their own grid)
 # ---------------------------------------------------------------------------------------------
