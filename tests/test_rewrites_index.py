@@ -74,3 +74,47 @@ def test_plain_has_gather_and_rewritten_runs_gpu_only(gpu, tmp_path):
     assert not {"GATHER", "GATHER_ND"} & set(ops), ops
     assert fixed.ok, fixed.summary()
     print("\n[llvmpipe fp16]", fixed.report.summary)
+
+
+# ---------------------------------------------------------------- HF text encoder with a padding mask
+
+HF_IDS = torch.randint(2, 100, (1, 16), generator=torch.Generator().manual_seed(1))
+HF_MASK = torch.tensor([[1] * 12 + [0] * 4])
+OPT_IN = ["patch_index_onehot", "patch_mask_fill_fp16"]
+
+
+def _tiny_bert():
+    transformers = pytest.importorskip("transformers")
+    from litert_gpu_toolkit.zoo import _wrap, redraw_weights
+
+    cfg = transformers.BertConfig(vocab_size=100, hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
+                                  intermediate_size=128, max_position_embeddings=64)
+    cfg._attn_implementation = "eager"
+    model = transformers.BertModel(cfg).eval()
+    redraw_weights(model)
+    return _wrap(model)
+
+
+def test_mask_fill_is_approximate_within_its_bound():
+    from litert_gpu_toolkit.rewrites import PATCHES
+
+    assert not PATCHES["patch_mask_fill_fp16"].exact and not PATCHES["patch_mask_fill_fp16"].default
+    model = _tiny_bert()
+    wrapped = GpuRewriteWrapper(model, include=OPT_IN + ["patch_select"])
+    with torch.no_grad():
+        ref, got = model(HF_IDS, HF_MASK), wrapped(HF_IDS, HF_MASK)
+    assert torch.allclose(got, ref, atol=1e-5, rtol=1e-5), (got - ref).abs().max()
+    changes = {c.rewrite: c.exact for c in wrapped.changes}
+    assert changes.get("patch_mask_fill_fp16") is False and changes.get("patch_index_onehot") is True
+
+
+@pytest.mark.gpu
+def test_hf_bert_with_a_padding_mask_runs_gpu_only(gpu, tmp_path):
+    plain = convert_for_gpu(_tiny_bert(), (HF_IDS, HF_MASK), tmp_path / "plain.tflite", patches=False)
+    assert "GATHER_ND" in read_model_info(plain.path).op_histogram()
+    assert plain.verdict != "PASS", plain.summary()
+    fixed = convert_for_gpu(_tiny_bert(), (HF_IDS, HF_MASK), tmp_path / "fixed.tflite", include=OPT_IN,
+                            approximate=True, fallback=False)
+    assert "GATHER_ND" not in read_model_info(fixed.path).op_histogram()
+    assert fixed.ok, fixed.summary()
+    print("\n[llvmpipe fp16]", fixed.report.summary)

@@ -56,7 +56,11 @@ class GpuRewriteMode(TorchFunctionMode):
                     return out.value
                 if out is not NotImplemented:
                     fn_name = getattr(func, "__qualname__", getattr(func, "__name__", str(func)))
-                    change = Change(f"functional:{fn_name}", f"{fn_name} rewritten", name, True)
+                    from . import PATCHES
+
+                    spec = PATCHES.get(name)          # an approximate rewrite is reported as one
+                    change = Change(f"functional:{fn_name}", f"{fn_name} rewritten", name,
+                                    spec.exact if spec is not None else True)
                     if change not in self.changes:
                         self.changes.append(change)
                     return out
