@@ -391,30 +391,36 @@ def _mutants(n: int, seed: int = 17):
         yield bytes(data)
 
 
-def test_mutated_flatbuffers_raise_only_invalid_model_error(monkeypatch):
-    """600 seeded mutants of the probe model (1-4 bytes changed): reading, the static report, the lint and
-    the input generation either work or raise the toolkit's own errors, never IndexError / MemoryError / ..."""
-    from litert_gpu_toolkit import inputs as inputs_mod
+def _read_and_use(data: bytes, counts: dict) -> None:
+    """Read a (damaged) model and use it as `check` / `lint` would: only the toolkit's own errors may come out."""
     from litert_gpu_toolkit.checker import _static
     from litert_gpu_toolkit.inputs import InputError, make_inputs
     from litert_gpu_toolkit.lint import lint_for_mobile
     from litert_gpu_toolkit.model_info import InvalidModelError, read_model_info
 
+    try:
+        info = read_model_info(data)
+    except InvalidModelError:
+        counts["invalid"] += 1
+        return
+    counts["read"] += 1
+    _static(info)
+    lint_for_mobile(info)
+    try:
+        make_inputs(info)
+    except InputError:
+        counts["input_error"] += 1
+
+
+def test_mutated_flatbuffers_raise_only_invalid_model_error(monkeypatch):
+    """600 seeded mutants of the probe model (1-4 bytes changed): reading, the static report, the lint and
+    the input generation either work or raise the toolkit's own errors, never IndexError / MemoryError / ..."""
+    from litert_gpu_toolkit import inputs as inputs_mod
+
     monkeypatch.setattr(inputs_mod, "MAX_INPUT_BYTES", 1 << 24)  # keep the fuzz fast: 16 MiB of random inputs
     counts = {"read": 0, "invalid": 0, "input_error": 0}
     for data in _mutants(600):
-        try:
-            info = read_model_info(data)
-        except InvalidModelError:
-            counts["invalid"] += 1
-            continue
-        counts["read"] += 1
-        _static(info)
-        lint_for_mobile(info)
-        try:
-            make_inputs(info)
-        except InputError:
-            counts["input_error"] += 1
+        _read_and_use(data, counts)
     assert counts["invalid"] > 300 and counts["read"] > 20, counts  # the fuzz reaches both paths
 
 
@@ -425,10 +431,6 @@ def test_structural_mutants_raise_only_the_toolkits_errors(monkeypatch):
     from ai_edge_litert import schema_py_generated as schema
 
     from litert_gpu_toolkit import inputs as inputs_mod
-    from litert_gpu_toolkit.checker import _static
-    from litert_gpu_toolkit.inputs import InputError, make_inputs
-    from litert_gpu_toolkit.lint import lint_for_mobile
-    from litert_gpu_toolkit.model_info import InvalidModelError, read_model_info
     from litert_gpu_toolkit.tiny_models import add_model_bytes, single_op_model_bytes
 
     monkeypatch.setattr(inputs_mod, "MAX_INPUT_BYTES", 1 << 24)
@@ -464,7 +466,7 @@ def test_structural_mutants_raise_only_the_toolkits_errors(monkeypatch):
         elif what == 7:
             sg.operators[0].opcodeIndex = rng.choice(values)
 
-    counts = {"read": 0, "invalid": 0}
+    counts = {"read": 0, "invalid": 0, "input_error": 0}
     for _ in range(600):
         m = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(rng.choice(bases), 0))
         for _ in range(rng.randint(1, 3)):
@@ -474,18 +476,7 @@ def test_structural_mutants_raise_only_the_toolkits_errors(monkeypatch):
             builder.Finish(m.Pack(builder), file_identifier=b"TFL3")
         except Exception:  # noqa: BLE001 - flatbuffers cannot even write some of these (negative uint32)
             continue
-        try:
-            info = read_model_info(bytes(builder.Output()))
-        except InvalidModelError:
-            counts["invalid"] += 1
-            continue
-        counts["read"] += 1
-        _static(info)
-        lint_for_mobile(info)
-        try:
-            make_inputs(info)
-        except InputError:
-            pass
+        _read_and_use(bytes(builder.Output()), counts)
     assert counts["invalid"] > 200 and counts["read"] > 100, counts
 
 

@@ -295,13 +295,10 @@ def run(args: argparse.Namespace) -> int:
     import json
     import sys
 
-    from .cli import output_path_problem, write_output
+    from .cli import refuse_output_path, write_output
 
-    if args.json:
-        problem = output_path_problem(args.json)
-        if problem:
-            print(f"error: --json {args.json}: {problem}", file=sys.stderr)
-            return 2
+    if refuse_output_path("--json", args.json):
+        return 2
     try:
         model, example = load_builder(args.builder)
         bounds = [b.strip() for b in args.boundaries.split(",") if b.strip()] if args.boundaries else "auto"

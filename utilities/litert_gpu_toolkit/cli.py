@@ -99,6 +99,15 @@ def output_path_problem(path: str | os.PathLike) -> str | None:
     return None
 
 
+def refuse_output_path(option: str, path: str | os.PathLike | None) -> bool:
+    """Print why `path` (given as `option`) cannot be written and return True; False when it can or is unset.
+    Commands call it before any work, then exit 2 on True."""
+    problem = output_path_problem(path) if path and path != "-" else None
+    if problem:
+        print(f"error: {option} {path}: {problem}", file=sys.stderr)
+    return problem is not None
+
+
 def write_output(path: str | os.PathLike, text: str) -> str | None:
     """Write `text` to `path`; the error message (no traceback) when that fails, else None."""
     try:
@@ -140,11 +149,8 @@ def run(args: argparse.Namespace) -> int:
     from .inputs import InputError, parse_int_range_args, parse_shape_args
     from .report import print_report
 
-    if args.json and args.json != "-":
-        problem = output_path_problem(args.json)
-        if problem:
-            print(f"error: --json {args.json}: {problem}", file=sys.stderr)
-            return 2
+    if refuse_output_path("--json", args.json):
+        return 2
     explicit_tol = args.rtol is not None or args.atol is not None
     min_corr = args.min_corr if args.min_corr is not None else (None if explicit_tol else 0.999)
     try:

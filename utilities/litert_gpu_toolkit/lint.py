@@ -216,13 +216,10 @@ def run(args: argparse.Namespace) -> int:
     """Exit 0: no findings; 1: findings; 2: not a readable model, or the --json file cannot be written."""
     import sys
 
-    from .cli import output_path_problem, write_output
+    from .cli import refuse_output_path, write_output
 
-    if args.json:
-        problem = output_path_problem(args.json)
-        if problem:
-            print(f"error: --json {args.json}: {problem}", file=sys.stderr)
-            return 2
+    if refuse_output_path("--json", args.json):
+        return 2
     try:
         findings = lint_for_mobile(args.model)
     except InvalidModelError as exc:
