@@ -644,14 +644,10 @@ def index_onehot(src: torch.Tensor, indices: list[torch.Tensor]) -> torch.Tensor
     for d, idx in enumerate(indices):
         idx = idx.to(torch.int32)
         idx = idx + (idx < 0).to(torch.int32) * lead[d]
-        stride = 1
-        for s in lead[d + 1:]:
-            stride *= s
+        stride = math.prod(lead[d + 1:])
         term = idx * stride if stride != 1 else idx
         flat = term if flat is None else flat + term
-    n = 1
-    for s in lead:
-        n *= s
+    n = math.prod(lead)
     table = src.reshape(n, -1).to(torch.float32)                                        # [N, R]
     shape = flat.shape
     # one 2-D one-hot [rows, N] whatever the index rank (a rank-4 index would make a rank-5 one-hot)
@@ -670,12 +666,8 @@ def _index_handler(src, key):
         shape = torch.broadcast_shapes(*(i.shape for i in indices))
     except RuntimeError:
         return NotImplemented
-    n = 1
-    for s in src.shape[:len(indices)]:
-        n *= int(s)
-    rows = 1
-    for s in shape:
-        rows *= int(s)
+    n = math.prod(int(s) for s in src.shape[:len(indices)])
+    rows = math.prod(int(s) for s in shape)
     width = src.numel() // max(n, 1)
     if n == 0 or rows * n * max(width, 1) > GATHER_MAX_ELEMENTS:
         return NotImplemented
