@@ -30,11 +30,19 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 from litert_gpu_toolkit.export import export_tflite, signature_inputs  # noqa: E402
-from litert_gpu_toolkit.rewrites.conv_transpose import (  # noqa: E402
-    ConvTSpec, PolyphaseConvT1d, PolyphaseConvT2d, ZeroStuffConvT1d, ZeroStuffConvT2d, conv_transpose_macs,
-    patch_conv_transpose)
-from litert_gpu_toolkit.rewrites.elementwise import (  # noqa: E402
-    arith_where, channel_max, clamp01, expand_by_cat, patch_select, repeat_kv_cat)
+from litert_gpu_toolkit.rewrites.transpose_conv import (
+    ConvTSpec,
+    PolyphaseConvT1d,
+    PolyphaseConvT2d,
+    ZeroStuffConvT1d,
+    ZeroStuffConvT2d,
+    conv_transpose_macs,
+    patch_conv_transpose,
+)
+from litert_gpu_toolkit.rewrites.select import arith_where, patch_select
+from litert_gpu_toolkit.rewrites.amax import channel_max
+from litert_gpu_toolkit.rewrites.relu_0_to_1 import clamp01
+from litert_gpu_toolkit.rewrites.broadcast_to import expand_by_cat, repeat_kv_cat
 from litert_gpu_toolkit.runtime import compile_and_run  # noqa: E402
 
 README = ROOT / "utilities" / "litert_gpu_toolkit" / "README.md"

@@ -1,3 +1,8 @@
+"""Shared by every test: the `gpu` fixture, and the `gpu` marker added to every test that uses it.
+
+The fast lane is `./scripts/test.sh -m "not gpu and not slow"`: a test that asks for the GPU is in the
+`gpu` lane whether or not its author remembered the marker.
+"""
 import pytest
 
 from litert_gpu_toolkit.testing import require_gpu
@@ -7,3 +12,9 @@ from litert_gpu_toolkit.testing import require_gpu
 def gpu():
     """The GPU probe result; fails under LITERT_GPU_REQUIRED=1 and skips otherwise when there is no GPU."""
     return require_gpu()
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "gpu" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("gpu"):
+            item.add_marker(pytest.mark.gpu)

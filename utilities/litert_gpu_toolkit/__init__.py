@@ -24,7 +24,7 @@ _EXPORTS = {
     "apply_patches": "convert", "convert_for_gpu": "convert", "ConvertResult": "convert",
     "export_tflite": "export", "gpu_vs_torch": "export",
     "SYMPTOMS": "symptoms",
-    "known_rewrites": "convert", "GpuRewriteWrapper": "rewrites.functional",
+    "known_rewrites": "rewrites.registry", "GpuRewriteWrapper": "rewrites.functional",
     "signature_inputs": "export", "native_stderr_captured": "runtime", "resolve_model_dir": "weights",
     "add_device_argument": "recipe", "report_gates": "recipe", "residency_line": "recipe",
     "run_on_device": "recipe", "device_label": "recipe", "DeviceError": "recipe",

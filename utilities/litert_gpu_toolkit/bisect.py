@@ -232,7 +232,7 @@ class BuilderError(ValueError):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .cli import correlation
+    from .arguments import correlation
 
     p.add_argument("builder", help="SCRIPT.py:FUNCTION -- FUNCTION() returns (model, example_inputs_tuple)")
     p.add_argument("--boundaries", help="comma-separated module names (default: auto = top-level blocks)")
@@ -295,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
     import json
     import sys
 
-    from .cli import refuse_output_path, write_output
+    from .arguments import refuse_output_path, write_output
 
     if refuse_output_path("--json", args.json):
         return 2

@@ -21,181 +21,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .rewrites import PATCHES, Change
-
-# Every rewrite module of the toolkit, imported for its registrations. A module that is not there
-# (a partial vendoring of the toolkit) is skipped and listed in `missing_rewrite_modules()`;
-# a module that is there but fails to import raises: a broken rewrite must not pass silently.
-REWRITE_MODULES = ("gather", "rank", "conv_transpose", "select", "broadcast_to", "relu_0_to_1", "amax", "split",
-                   "linear_channel_attention", "identical_inputs", "cumsum", "attention_bias", "norms", "spectral", "state")
-_MISSING: list[str] = []
-_LOADED = False
-
-
-def load_rewrites() -> list[str]:
-    """Import every rewrite module that exists; return the names of those that do not."""
-    global _LOADED
-    if not _LOADED:
-        for name in REWRITE_MODULES:
-            full = f"{__package__}.rewrites.{name}"
-            try:
-                importlib.import_module(full)
-            except ModuleNotFoundError as e:
-                if e.name != full:          # the module exists but one of *its* imports is missing
-                    raise
-                _MISSING.append(name)
-        _LOADED = True
-    return list(_MISSING)
-
-
-def missing_rewrite_modules() -> list[str]:
-    return load_rewrites()
-
-
-# --------------------------------------------------------------------------------------- inputs
-
-def split_example_inputs(example_inputs, kwargs: dict | None = None) -> tuple[tuple, dict]:
-    """(args, kwargs) from a tensor, a tuple / list of inputs, a dict of keyword inputs, or (args, kwargs)."""
-    import torch
-
-    if isinstance(example_inputs, torch.Tensor):
-        args, kw = (example_inputs,), {}
-    elif isinstance(example_inputs, dict):
-        args, kw = (), dict(example_inputs)
-    elif (isinstance(example_inputs, tuple) and len(example_inputs) == 2 and isinstance(example_inputs[0], tuple)
-          and isinstance(example_inputs[1], dict)):
-        args, kw = example_inputs[0], dict(example_inputs[1])
-    elif example_inputs is None:
-        args, kw = (), {}
-    else:
-        args, kw = tuple(example_inputs), {}
-    kw.update(kwargs or {})
-    return args, kw
-
-
-def _handler_names() -> list[str]:
-    from .rewrites.functional import HANDLERS
-
-    names: list[str] = []
-    for entries in HANDLERS.values():
-        names += [n for n, _ in entries if n not in names]
-    return names
-
-
-def known_rewrites() -> list[str]:
-    """Every rewrite name `include` / `only` / `exclude` accept: module patches and functional handlers."""
-    load_rewrites()
-    return sorted(set(PATCHES) | set(_handler_names()))
-
-
-def check_names(names, what: str = "include") -> None:
-    """Raise ValueError naming the unknown rewrite names and the known ones."""
-    if names is None:
-        return
-    if isinstance(names, str):
-        raise ValueError(f"{what} must be a list of rewrite names, not the string {names!r}")
-    unknown = sorted(set(names) - set(known_rewrites()))
-    if unknown:
-        raise ValueError(f"unknown rewrite names in {what}: {unknown}; known: {', '.join(known_rewrites())}")
-
-
-def _selected(name: str, include, exclude, approximate: bool, only=None) -> bool:
-    """include: opt-in names added to the defaults; only: nothing but these; exclude: never these."""
-    spec = PATCHES.get(name)
-    include = include or set()
-    if only is not None and name not in only:
-        return False
-    if name in exclude:
-        return False
-    if spec is not None and not spec.exact and not approximate:
-        return False
-    if spec is not None and not spec.default and name not in include and (only is None or name not in only):
-        return False
-    return True
-
-
-def functional_selection(include=None, exclude=None, approximate: bool = False, only=None) -> list[str]:
-    """The functional handler names `convert_for_gpu` activates for these filters."""
-    load_rewrites()
-    exclude = set(exclude or ())
-    include = set(include or ())
-    only = None if only is None else set(only)
-    return [n for n in _handler_names() if _selected(n, include, exclude, approximate, only)]
-
-
-# ------------------------------------------------------------------------------------- patches
-
-def apply_patches(model, example_inputs=None, *, include: Sequence[str] | None = None,
-                  exclude: Sequence[str] | None = None, approximate: bool = False,
-                  only: Sequence[str] | None = None, errors: dict | None = None) -> list[Change]:
-    """Apply the registered module patches to `model` in place; list the functional rewrites too.
-
-    include: opt-in rewrites added to the defaults; only: nothing but these names; exclude: never these
-    (names: module patches or functional handlers; an unknown name raises ValueError).
-    Patches registered with default=False run only when named in `include` / `only`; approximate ones
-    (exact=False) only with approximate=True. A patch that takes `example_inputs` gets them.
-    errors: when given, a patch that raises is recorded there (name -> error) and skipped instead of
-    raising (the model may hold that patch's partial changes: use it on a copy).
-    Functional rewrites are not applied to the module tree: they are listed (from one forward pass on
-    `example_inputs` with the handlers active) and applied by `convert_for_gpu` / `GpuRewriteWrapper`.
-    """
-    import torch
-
-    load_rewrites()
-    check_names(include, "include")
-    check_names(only, "only")
-    check_names(exclude, "exclude")
-    exclude_set = set(exclude or ())
-    include_set = set(include or ())
-    only_set = None if only is None else set(only)
-    changes: list[Change] = []
-    for name, spec in PATCHES.items():
-        if not _selected(name, include_set, exclude_set, approximate, only_set):
-            continue
-        params = inspect.signature(spec.fn).parameters
-        kwargs = {}
-        if "example_inputs" in params:
-            kwargs["example_inputs"] = example_inputs
-        if "functional" in params:
-            kwargs["functional"] = False          # functional rewrites: applied by the wrapper instead
-        if errors is None:
-            changes += spec.fn(model, **kwargs)
-            continue
-        try:
-            changes += spec.fn(model, **kwargs)
-        except Exception as e:                   # noqa: BLE001 - recorded; the caller drops this rewrite
-            errors[name] = f"{type(e).__name__}: {e}"[:300]
-    names = functional_selection(include, exclude, approximate, only)
-    if example_inputs is not None and names:            # (an empty include list would mean "all" to the mode)
-        from .rewrites.functional import GpuRewriteMode
-
-        args, kw = split_example_inputs(example_inputs)
-        mode = GpuRewriteMode(include=names)
-        try:
-            with torch.no_grad(), mode:
-                model(*args, **kw)
-        except Exception as e:                           # noqa: BLE001
-            if errors is None:
-                raise
-            errors["functional rewrites"] = f"{type(e).__name__}: {e}"[:300]
-        changes += [c for c in mode.changes if c not in changes]
-    return changes
-
+from .rewrites.apply import apply_patches, split_example_inputs  # noqa: F401  (public API, re-exported)
+from .rewrites.registry import (PATCHES, Change, check_names, functional_selection, known_rewrites,  # noqa: F401
+                                load_rewrites)
+from .rewrites.registry import selected as _selected
 
 # ------------------------------------------------------------------------------------- convert
-
-@dataclass
-class TorchCheck:
-    """Strict GPU run vs torch, used when `checker.check_gpu_compatibility` is not available."""
-    verdict: str
-    summary: str
-    comparisons: dict = field(default_factory=dict)     # "sig/output" -> metrics.Comparison
-    run: Any = None
-
-    @property
-    def ok(self) -> bool:
-        return self.verdict == "PASS"
-
 
 @dataclass
 class ConvertResult:
@@ -206,7 +37,7 @@ class ConvertResult:
     """
     path: Path | None
     changes: list[Change]
-    report: Any = None                  # checker.Report (or TorchCheck); None when check=False or no file
+    report: Any = None                  # checker.Report; None when check=False or no file
     error: str | None = None            # the conversion error, when it failed
     suggestions: list[str] = field(default_factory=list)   # rewrite names for the error / failed check
     signatures: dict = field(default_factory=dict)         # signature -> {"inputs": [...], "outputs": [...]}
@@ -278,37 +109,10 @@ def _signature_inputs(args: tuple, kwargs: dict) -> dict[str, np.ndarray]:
     return named
 
 
-def _check_with_fallback(path: Path, inputs: dict, reference: dict, check_kwargs: dict):
-    try:
-        from .checker import check_gpu_compatibility
-    except ImportError:                     # vendored without the checker: strict GPU run vs torch
-        return _torch_check(path, inputs, reference, check_kwargs.get("min_corr", 0.999))
+def _check(path: Path, inputs: dict, reference: dict, check_kwargs: dict):
+    from .checker import check_gpu_compatibility
+
     return check_gpu_compatibility(path, inputs=inputs, reference=reference, **check_kwargs)
-
-
-def _torch_check(path: Path, inputs: dict, reference: dict, min_corr: float) -> TorchCheck:
-    from .metrics import compare
-    from .runtime import compile_and_run
-
-    run = compile_and_run(path, inputs, accelerator="gpu")
-    if not run.ok:
-        rejected = ", ".join(f"{r.op} ({r.reason})" for r in run.gpu.rejected) or "-"
-        return TorchCheck("COMPILE_FAIL" if run.status != "no_gpu" else "NO_GPU",
-                          f"{run.status}: {run.error}; rejected: {rejected}", run=run)
-    comparisons, problems = {}, []
-    for sig, outs in reference.items():
-        for name, ref in outs.items():
-            got = run.outputs.get(sig, {}).get(name)
-            if got is None:
-                problems.append(f"{sig}/{name} missing")
-                continue
-            c = compare(got, ref)
-            comparisons[f"{sig}/{name}"] = c
-            if c.nonfinite or c.all_zero or not (c.corr >= min_corr):
-                problems.append(f"{sig}/{name}: corr={c.corr:.6f} nonfinite={c.nonfinite} all_zero={c.all_zero}")
-    verdict = "NUMERICS_FAIL" if problems else "PASS"
-    text = "; ".join(problems) or f"strict GPU, {len(comparisons)} output(s) corr >= {min_corr}"
-    return TorchCheck(verdict, text, comparisons, run)
 
 
 # verdict -> how good a returned file is (higher is better); a fallback with wrong numbers scores as NUMERICS_FAIL
@@ -319,8 +123,6 @@ _SCORE = {"PASS": 5, "FALLBACK": 3, "NUMERICS_FAIL": 2, "COMPILE_FAIL": 1, "NO_G
 def _min_corr(report) -> float:
     corrs = [c.get("corr") for outs in (getattr(report, "signatures", None) or {}).values() for e in outs.values()
              for lbl, c in e.get("vs_reference", {}).items() if lbl != "cpu" and c.get("corr") is not None]
-    if not corrs and getattr(report, "comparisons", None):          # TorchCheck
-        corrs = [c.corr for c in report.comparisons.values()]
     return float(min(corrs)) if corrs else -1.0
 
 
@@ -366,7 +168,7 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
     inplace: False (default) rewrites a deep copy: `model` is never changed. True applies the module
         patches to `model` itself (saves the copy) and disables `fallback`.
     check: run `checker.check_gpu_compatibility` with the example inputs and the torch outputs as the
-        reference (fallback without the checker: strict GPU run vs torch, corr >= 0.999).
+        reference.
     fallback: never return a result worse than plain conversion. When the rewritten file does not PASS,
         the model is also converted without rewrites; when that is better (verdict, then GPU residency,
         then corr vs torch), the rewrites are dropped one at a time (at most `max_tries` conversions)
@@ -514,7 +316,7 @@ class _Job:
         for name in self.parsed:
             result.signatures[name] = {"inputs": list(self.inputs[name]), "outputs": list(self.reference[name])}
         if self.check:
-            report = _check_with_fallback(path, self.inputs, self.reference, dict(self.check_kwargs))
+            report = _check(path, self.inputs, self.reference, dict(self.check_kwargs))
             result.report = report
             if not report.ok:
                 result.suggestions = list(getattr(report, "suggested_rewrites", []) or [])

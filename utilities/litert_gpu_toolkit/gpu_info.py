@@ -24,7 +24,7 @@ def describe(result) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .cli import seconds
+    from .arguments import seconds
 
     p.add_argument("--json", action="store_true", help="print the probe result as JSON")
     p.add_argument("--timeout", type=seconds, default=120.0, help="seconds before the probe is killed (default 120)")

@@ -178,7 +178,7 @@ def _folded_constants(info: ModelInfo) -> list[LintFinding]:
     A real weight feeds a conv / matmul / gather. A frozen parameter times a constant table is
     folded by the converter into a full-size constant in every block that uses it; one such
     constant may be a legitimate table (positional embedding), several are the blow-up pattern.
-    With the source module at hand, `rewrites.state.find_constant_blowup(info, params=model)`
+    With the source module at hand, `rewrites.constant_blowup.find_constant_blowup(info, params=model)`
     compares against the parameter bytes instead.
     """
     suspects = []
@@ -216,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
     """Exit 0: no findings; 1: findings; 2: not a readable model, or the --json file cannot be written."""
     import sys
 
-    from .cli import refuse_output_path, write_output
+    from .arguments import refuse_output_path, write_output
 
     if refuse_output_path("--json", args.json):
         return 2

@@ -42,7 +42,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from .errors import (EXIT_FAILED, EXIT_NO_GPU, EXIT_PASSED, EXIT_USAGE, ArtifactError, DeviceError,  # noqa: F401
+                     NoGpuError, RecipeError, ResultsFileError)
 from .model_info import InvalidModelError, ModelInfo, read_model_info
+from .residency import Residency, residency, residency_line, runtime_version  # noqa: F401  (recipes import them here)
 from .runtime import STATUS_NO_GPU, RunResult, compile_and_run, parse_gpu_log
 
 HOST_DEVICES = {
@@ -52,37 +55,8 @@ HOST_DEVICES = {
 }
 
 
-EXIT_PASSED = 0       # every gate passed
-EXIT_FAILED = 1       # a gate failed; the run is recorded
-EXIT_USAGE = 2        # a user mistake (argparse uses 2 too): unknown device, missing/corrupt artifact
-EXIT_NO_GPU = 3       # a GPU device was asked for and this machine has no usable GPU; nothing recorded
-
 STRICT_GATE = "strict GPU residency N/N"
 LATENCY_METRIC = "latency_ms_median"   # the one latency name: milliseconds, median over the timed runs
-
-
-class RecipeError(Exception):
-    """A mistake a user can fix (bad device name, missing or corrupt file): verify scripts exit 2, no traceback."""
-
-    exit_code = EXIT_USAGE
-
-
-class DeviceError(RecipeError, ValueError):
-    """The device cannot be used: unknown name, or a phone that is not reachable (`phone.PhoneError` is one)."""
-
-
-class NoGpuError(DeviceError):
-    """A GPU device was asked for and no GPU driver / adapter is usable here. Exit status 3; nothing is recorded."""
-
-    exit_code = EXIT_NO_GPU
-
-
-class ArtifactError(RecipeError):
-    """A model or reference file is missing, empty or unreadable."""
-
-
-class ResultsFileError(RecipeError):
-    """results.json cannot be read or written safely."""
 
 
 def _device_type(name: str) -> str:
@@ -255,51 +229,6 @@ def _sample_by_sample(run_one, inputs: dict) -> RunResult:
     return result
 
 
-@dataclass
-class Residency:
-    """Where a compiled model's ops run: the numbers behind the residency line (recipes and the checker)."""
-    gpu_ops: int | None
-    total_ops: int
-    cpu_ops: int | None
-    partitions: int | None      # GPU partitions, where known (strict compile, or the delegate's 'Replacing' line)
-    strict: bool                # compiled GPU-only, without CPU fallback, and ran
-    line: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def residency(info: ModelInfo, run: RunResult) -> Residency:
-    """Residency of `run` (a compile of the model `info` describes); `.line` is what recipes record."""
-    total = info.num_ops
-    if run.accelerator == "cpu":
-        return Residency(0, total, total, None, False, f"CPU: {total} ops (no GPU involved)")
-    delegated = parse_gpu_log(run.log).delegated   # the delegate's 'Replacing N out of M node(s)' line
-    if delegated is not None:
-        gpu_nodes, nodes, partitions = delegated
-        strict = run.ok and gpu_nodes == nodes
-        tail = " (strict GPU)" if strict else ""
-        return Residency(gpu_nodes, nodes, nodes - gpu_nodes, partitions, strict,
-                         f"GPU residency: {gpu_nodes}/{nodes} ops, {partitions} partition"
-                         f"{'s' if partitions != 1 else ''}{tail}")
-    if run.ok and run.accelerator == "gpu":
-        graphs = max(1, len({op.subgraph for op in info.ops}))
-        where = "1 partition" if graphs == 1 else f"1 partition in each of {graphs} graphs"
-        return Residency(total, total, 0, graphs, True, f"GPU residency: {total}/{total} ops, {where} (strict GPU)")
-    if run.gpu.cpu_ops is not None:
-        # the delegate prints one split per graph with rejections; graphs it does not mention run fully on GPU
-        on_gpu = total - run.gpu.cpu_ops
-        return Residency(on_gpu, total, run.gpu.cpu_ops, None, False,
-                         f"{on_gpu}/{total} ops on GPU, {run.gpu.cpu_ops} on CPU")
-    why = (run.error or "").splitlines()[0] if run.error else ""
-    return Residency(None, total, None, None, False, f"GPU residency: unknown ({run.status}: {why})")
-
-
-def residency_line(info: ModelInfo, run: RunResult) -> str:
-    """The line recipes record: `GPU residency: 121/121 ops, 1 partition (strict GPU)` or the split."""
-    return residency(info, run).line
-
-
 def device_label(device: str, run: RunResult) -> str:
     """A label that says where the numbers came from, e.g. 'llvmpipe (software Vulkan), ai-edge-litert 2.3.0'."""
     version = runtime_version()
@@ -311,14 +240,6 @@ def device_label(device: str, run: RunResult) -> str:
     kind = "software Vulkan" if run.gpu.is_software else (run.gpu.backend or "GPU")
     precision = "fp32" if run.enforce_f32 else "fp16"
     return f"{adapter.split(' (')[0]} ({kind}, {precision}), ai-edge-litert {version}"
-
-
-def runtime_version() -> str:
-    try:
-        from importlib.metadata import version
-        return version("ai-edge-litert")
-    except Exception:
-        return "unknown"
 
 
 def git_commit(cwd: Path) -> str | None:
@@ -363,7 +284,7 @@ def report_gates(gates: dict[str, bool]) -> bool:
     return all(gates.values())
 
 
-def write_results(recipe_converted_dir: Path, *, graph: str, device: str, run: RunResult, residency: str,
+def write_results(recipe_converted_dir: Path, *, graph: str, device: str, run: RunResult, residency: str,  # noqa: F811  (the record keeps the line)
                   metrics: dict, gates: dict[str, bool], headline: list[str] | None = None,
                   extra: dict | None = None) -> Path:
     """Merge one verify run into `<dir>/results.json` under key `<graph>@<device>`; returns the file's path.

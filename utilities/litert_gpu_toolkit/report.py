@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from .checker import PASS, Report
+from .verdicts import PASS, Report
 
 _MAX_PASS_OUTPUTS = 8  # outputs listed for a passing model before summarising the rest
 

@@ -247,7 +247,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
         cause="A frozen parameter times a constant folds into a full-size constant per block.",
         rewrites=("constant_to_input",),
         desktop_reproduces=True,
-        notes=("Detect from the file: rewrites.state.find_constant_blowup(model_info, module).",
+        notes=("Detect from the file: rewrites.constant_blowup.find_constant_blowup(model_info, module).",
                "On llvmpipe the folded [1, S, D] constant ADDed onto a rank-2 FULLY_CONNECTED result was also "
                "miscomputed (corr ~0.8); feeding the factor as an input fixed both.",),
     ),

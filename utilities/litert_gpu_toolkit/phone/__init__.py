@@ -25,7 +25,7 @@ import numpy as np
 
 from ..runtime import STATUS_COMPILE_ERROR, STATUS_OK, STATUS_OPS_REJECTED, STATUS_RUN_ERROR, STATUS_TIMEOUT, \
     RunResult, parse_gpu_log
-from ..recipe import DeviceError
+from ..errors import DeviceError
 from .protocol import read_outputs, write_job
 
 REGISTRY_PATH = Path(__file__).with_name("devices.json")

@@ -4,7 +4,7 @@
 
 It behaves like the on-phone C++ runner (`runner/litert_gpu_runner.cc`): strict GPU-only compile,
 `repeats` timed runs, outputs as raw files, runtime log on stderr. The test double for adb
-(`tests/fakes/adb`) runs it in place of the phone binary, so the whole --device path is exercised
+(`tests/toolkit/phone/fakes/adb`) runs it in place of the phone binary, so the whole --device path is exercised
 on a machine without a phone. It is not a phone result and is never labelled as one.
 """
 from __future__ import annotations

@@ -18,7 +18,6 @@ from . import Change, register, set_submodule
 from .functional import GpuRewriteMode, register_handler
 from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
 
-__all__ = ['repeat_kv_cat', 'expand_by_cat', 'patch_repeat_kv', 'patch_broadcast_to']
 
 
 # --------------------------------------------------------------------------------- BROADCAST_TO

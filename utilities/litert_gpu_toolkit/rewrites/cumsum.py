@@ -21,7 +21,6 @@ from torch import nn
 from . import Change, register
 from .functional import register_handler
 
-__all__ = ["cumsum_matmul", "patch_cumsum", "MAX_LEN"]
 
 MAX_LEN = 2048
 

@@ -1,21 +1,16 @@
 """Scoped rewrites of functional spellings (F.pad, torch.where, Tensor.expand, ...).
 
-Handlers are registered per torch callable; `GpuRewriteMode` (a TorchFunctionMode) routes calls
-to them only while it is active. `GpuRewriteWrapper(model)` enters the mode inside its forward,
-so the rewrite is in effect while the wrapper runs -- including while torch.export traces it --
-and nowhere else. A handler returns `NotImplemented` to leave a call untouched.
+Handlers are registered per torch callable in `registry`; `GpuRewriteMode` (a TorchFunctionMode)
+routes calls to them only while it is active. `GpuRewriteWrapper(model)` enters the mode inside its
+forward, so the rewrite is in effect while the wrapper runs -- including while torch.export traces
+it -- and nowhere else. A handler returns `NotImplemented` to leave a call untouched.
 """
 from __future__ import annotations
-
-from typing import Callable
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from . import Change
-
-# torch callable -> list of (handler name, handler). Handlers run with the mode disabled.
-HANDLERS: dict[Callable, list[tuple[str, Callable]]] = {}
+from .registry import HANDLERS, Change, check_names, load_rewrites, register_handler, spec_of  # noqa: F401
 
 
 class Observed:
@@ -26,13 +21,6 @@ class Observed:
 
     def __init__(self, value):
         self.value = value
-
-
-def register_handler(func: Callable, name: str):
-    def deco(handler):
-        HANDLERS.setdefault(func, []).append((name, handler))
-        return handler
-    return deco
 
 
 class GpuRewriteMode(TorchFunctionMode):
@@ -56,9 +44,7 @@ class GpuRewriteMode(TorchFunctionMode):
                     return out.value
                 if out is not NotImplemented:
                     fn_name = getattr(func, "__qualname__", getattr(func, "__name__", str(func)))
-                    from . import PATCHES
-
-                    spec = PATCHES.get(name)          # an approximate rewrite is reported as one
+                    spec = spec_of(name)          # an approximate rewrite is reported as one
                     change = Change(f"functional:{fn_name}", f"{fn_name} rewritten", name,
                                     spec.exact if spec is not None else True)
                     if change not in self.changes:
@@ -70,13 +56,14 @@ class GpuRewriteMode(TorchFunctionMode):
 class GpuRewriteWrapper(torch.nn.Module):
     """Runs `model` with the functional rewrites active (only inside this forward).
 
-    include: only these handler names (default: all registered); exclude: never these. A name that no
-    rewrite has raises ValueError listing the known names (a typo must not silently do nothing)."""
+    Every rewrite module is imported first, so the wrapper does the same in a fresh process as after
+    `convert_for_gpu`. include: only these rewrite names (default: all registered); exclude: never
+    these. A name that no rewrite has raises ValueError listing the known names (a typo must not
+    silently do nothing)."""
 
     def __init__(self, model: torch.nn.Module, include=None, exclude=None):
         super().__init__()
-        from ..convert import check_names
-
+        load_rewrites()
         check_names(include, "include")
         check_names(exclude, "exclude")
         self.model = model

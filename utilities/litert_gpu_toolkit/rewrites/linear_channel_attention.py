@@ -18,7 +18,6 @@ from . import Change, register, set_submodule
 from .functional import GpuRewriteMode, register_handler
 from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
 
-__all__ = ['LinearAsConv1x1', 'patch_channel_attention_linear']
 
 
 # ------------------------------------------------------------------- channel attention via Linear

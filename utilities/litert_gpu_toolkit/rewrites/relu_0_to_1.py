@@ -17,7 +17,6 @@ from . import Change, register, set_submodule
 from .functional import GpuRewriteMode, register_handler
 from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
 
-__all__ = ['clamp01', 'hardsigmoid_arith', 'HardsigmoidArith', 'Clamp01', 'patch_hardsigmoid']
 
 
 # -------------------------------------------------------------------------------- RELU_0_TO_1

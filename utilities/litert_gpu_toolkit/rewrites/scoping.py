@@ -17,7 +17,6 @@ from torch import nn
 from . import Change, register, set_submodule
 from .functional import GpuRewriteMode, register_handler
 
-__all__ = ['scope_rewrites', 'scoped_rewrites']
 
 
 _SCOPE_ATTR = "_gpu_rewrite_names"       # set of handler names scoped on a module

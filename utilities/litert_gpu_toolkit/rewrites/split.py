@@ -16,7 +16,6 @@ from . import Change, register, set_submodule
 from .functional import GpuRewriteMode, register_handler
 from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
 
-__all__ = ['chunk_slices', 'split_slices', 'patch_chunk']
 
 
 # ------------------------------------------------------------------------------------ SPLIT

@@ -35,7 +35,7 @@ def default_path(convt: str, frames: int) -> Path:
 
 def upsampler_macs(model, frames: int, convt: str) -> int:
     """Multiply-adds of the four upsamplers per graph in the chosen form (the toolkit's count)."""
-    from litert_gpu_toolkit.rewrites.conv_transpose import ConvTSpec, conv_transpose_macs
+    from litert_gpu_toolkit.rewrites.transpose_conv import ConvTSpec, conv_transpose_macs
 
     total, length = 0, frames
     for up in model.ups:
@@ -49,7 +49,7 @@ def rewrite_upsamplers(model, convt: str) -> list:
     """Swap the ConvTranspose1d upsamplers for the toolkit's exact equivalents (none for 'native')."""
     if convt == "native":
         return []
-    from litert_gpu_toolkit.rewrites.conv_transpose import patch_conv_transpose
+    from litert_gpu_toolkit.rewrites.transpose_conv import patch_conv_transpose
     return patch_conv_transpose(model, mode=convt)
 
 

@@ -34,7 +34,7 @@ import torch
 from litert_gpu_toolkit.export import export_tflite
 from litert_gpu_toolkit.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
-from litert_gpu_toolkit.rewrites.state import find_aliased_outputs, outputs_guarded_by_runtime_one
+from litert_gpu_toolkit.rewrites.output_aliasing import find_aliased_outputs, outputs_guarded_by_runtime_one
 from vad_net import (CHUNK, CONTEXT, HIDDEN, SAMPLE_RATE, GpuStep, ReflectPadRight, load_net,
                      load_reference, reference_state_dict, safetensors_state_dict, stream_net, stream_reference)
 
@@ -77,8 +77,6 @@ def main() -> int:
     if args.plain:
         module, extra = net, ()
     elif args.pad == "slices":
-        import litert_gpu_toolkit.rewrites.gather  # noqa: F401  (registers the F.pad handler "patch_reflect_pad")
-
         module = GpuRewriteWrapper(GpuStep(net, centre=not args.no_centre), include=["patch_reflect_pad"]).eval()
         extra = (torch.ones(1),)
     else:

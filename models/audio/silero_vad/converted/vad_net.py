@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from litert_gpu_toolkit.rewrites.state import alias_safe_output
+from litert_gpu_toolkit.rewrites.output_aliasing import alias_safe_output
 
 SAMPLE_RATE = 16000
 CHUNK = 512          # new samples per step (32 ms)

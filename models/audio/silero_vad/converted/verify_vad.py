@@ -28,7 +28,7 @@ import numpy as np
 from litert_gpu_toolkit.recipe import (LATENCY_METRIC, ArtifactError, is_phone, latency_ms, load_model,
                                        load_reference, open_session, print_failure, report_gates, residency,
                                        run_on_device, strict_gates, verify_main, verify_parser, write_results)
-from litert_gpu_toolkit.rewrites.state import ONE_INPUT, feed_one
+from litert_gpu_toolkit.rewrites.output_aliasing import ONE_INPUT, feed_one
 from vad_net import CHUNK, HIDDEN, SAMPLE_RATE, segments, steps_of
 
 HERE = Path(__file__).resolve().parent

@@ -38,9 +38,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-from litert_gpu_toolkit.rewrites.elementwise import repeat_kv_cat
-from litert_gpu_toolkit.rewrites.norms import patch_rmsnorm
-from litert_gpu_toolkit.rewrites.state import alias_safe_output
+from litert_gpu_toolkit.rewrites.broadcast_to import repeat_kv_cat
+from litert_gpu_toolkit.rewrites.fp16_silent_zero import patch_rmsnorm
+from litert_gpu_toolkit.rewrites.output_aliasing import alias_safe_output
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PREFILL_LEN = 64        # tokens per prefill graph (shorter prompts are right-padded)

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from litert_gpu_toolkit.export import export_tflite
 from litert_gpu_toolkit.fp16_weights import fp16_weights
 from litert_gpu_toolkit.model_info import read_model_info
-from litert_gpu_toolkit.rewrites.normalize import l2_normalize
+from litert_gpu_toolkit.rewrites.identical_or_constant_inputs import l2_normalize
 from litert_gpu_toolkit.weights import resolve_model_dir
 
 ARTIFACTS = HERE / "artifacts"

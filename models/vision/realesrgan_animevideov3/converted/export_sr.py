@@ -30,13 +30,12 @@ def artifact_path(scale: int, tile: int, pixelshuffle: str) -> Path:
 def gpu_ready(model: torch.nn.Module, pixelshuffle: str) -> torch.nn.Module:
     """Apply only the rewrites this network needs (and the PixelShuffle form asked for)."""
     if pixelshuffle == "rank4":
-        from litert_gpu_toolkit.rewrites.rank import patch_pixel_shuffle
+        from litert_gpu_toolkit.rewrites.rank_gt_4 import patch_pixel_shuffle
         print("rewrites:", [c.what for c in patch_pixel_shuffle(model)])
     elif pixelshuffle == "convtranspose":
-        from litert_gpu_toolkit.rewrites.rank import pixelshuffle_to_conv_transpose
+        from litert_gpu_toolkit.rewrites.rank_gt_4 import pixelshuffle_to_conv_transpose
         print("rewrites:", [c.what for c in pixelshuffle_to_conv_transpose(model)])
     if model.out_scale is not None:  # bicubic resize -> constant matrices, via the functional rewrite
-        from litert_gpu_toolkit.rewrites import gather  # noqa: F401  (registers the F.interpolate handler)
         print("rewrites: bicubic F.interpolate -> constant separable matrices (patch_interpolate)")
         return GpuRewriteWrapper(model, include=["patch_interpolate"])
     return model

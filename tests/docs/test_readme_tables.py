@@ -1,0 +1,54 @@
+"""README results tables are generated from the committed results files; a stale table fails here."""
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("gen_readme_tables", ROOT / "scripts" / "gen_readme_tables.py")
+gen = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gen)
+
+
+def test_committed_tables_are_current():
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_readme_tables.py"), "--check"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_every_results_record_is_complete():
+    for path in ROOT.glob("models/*/*/converted/results.json"):
+        for key, record in json.loads(path.read_text()).items():
+            for field in ("graph", "device", "device_label", "residency", "metrics", "gates", "passed", "date",
+                          "command"):
+                assert field in record, f"{path}: {key} lacks {field}"
+            assert record["passed"] == all(record["gates"].values()), f"{path}: {key}"
+
+
+def test_splice_replaces_only_the_marked_block():
+    text = f"# Title\n\nintro\n\n{gen.BEGIN}\nold\n{gen.END}\n\nafter\n"
+    new = gen.splice(text, "NEW TABLE")
+    assert "old" not in new and "NEW TABLE" in new and new.endswith("after\n") and new.startswith("# Title")
+    appended = gen.splice("# Title\n", "T")
+    assert "## Results" in appended and gen.BEGIN in appended
+
+
+def test_recipe_table_renders_metrics_and_gates():
+    records = {"enc@host-gpu": {"graph": "enc", "device": "host-gpu", "device_label": "llvmpipe (software Vulkan)",
+                                "residency": "GPU residency: 5/5 ops, 1 partition (strict GPU)",
+                                "metrics": {"min_cosine": 0.99991, "nn_agreement": 1.0},
+                                "gates": {"min cosine >= 0.999": True}, "date": "2026-11-29", "git_commit": "abc",
+                                "command": "verify_encoder.py"}}
+    table = gen.recipe_table(records)
+    assert "5/5 ops" in table and "min_cosine: 0.99991" in table and "✅ min cosine >= 0.999" in table
+
+
+def test_top_table_shows_the_declared_headline_metrics():
+    base = {"graph": "enc", "device": "cpu", "device_label": "CPU", "residency": "CPU: 5 ops",
+            "metrics": {"a": 1.5, "b": 2.5, "c": 3.5, "latency_ms_median": 7.25}, "gates": {"g": True}}
+    declared = gen.headline_metrics({**base, "headline": ["latency_ms_median", "a"]})
+    assert declared == [("latency_ms_median", 7.25), ("a", 1.5)]
+    assert gen.headline_metrics(base) == [("a", 1.5), ("b", 2.5), ("c", 3.5)]  # records from before `headline`
+    row = gen.top_table([(gen.ROOT / "models" / "x" / "y", {"enc@cpu": {**base, "headline": ["c"]}})])
+    assert "| c 3.5 |" in row and "a 1.5" not in row

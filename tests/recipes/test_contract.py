@@ -1,0 +1,305 @@
+"""The contract every recipe's verify script keeps, and the safety of the results file they share.
+
+Every `models/*/*/converted/verify_*.py` is run as a user runs it (a subprocess, --results-dir in a temp folder so
+nothing committed is touched) with the mistakes users make: an unknown device, a missing artifact, a corrupt
+artifact, a corrupt reference. Each must exit 2 with one clear `error:` line and no traceback, and record nothing.
+No model is converted and no GPU is needed: the scripts must stop before running anything.
+
+`recipe.write_results` is tested directly: two processes writing at once, a full disk, a corrupt results.json, and a
+run that found no GPU.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from litert_gpu_toolkit import recipe
+from litert_gpu_toolkit.runtime import STATUS_NO_GPU, STATUS_OK, GpuLog, RunResult
+from litert_gpu_toolkit.tiny_models import PROBE_SHAPE, add_model_bytes
+
+ROOT = Path(__file__).resolve().parents[2]
+VERIFY_SCRIPTS = sorted(ROOT.glob("models/*/*/converted/verify_*.py"))
+JUNK = b"\x00\x01this is not a flatbuffer\xff" * 3
+
+
+def artifact_args(script: Path, tmp: Path, model: Path, ref: Path) -> list[str]:
+    """The command-line arguments that point `script` at `model` (every .tflite it reads) and `ref`."""
+    name = script.name
+    if name == "verify_llm.py":
+        return ["--prefill", str(model), "--decode", str(model), "--ref", str(ref)]
+    if name == "verify_mtcnn.py":
+        folder = tmp / "mtcnn"
+        folder.mkdir(exist_ok=True)
+        for net in ("pnet", "rnet", "onet"):
+            target = folder / f"{net}.tflite"
+            if model.exists():
+                target.write_bytes(model.read_bytes())
+            elif target.exists():
+                target.unlink()
+        return ["--artifacts", str(folder), "--ref", str(ref)]
+    if name == "verify_sr.py":  # the reference is found in --artifacts by scale and tile
+        folder = tmp / "sr"
+        folder.mkdir(exist_ok=True)
+        if ref.exists():
+            (folder / "ref_x4_t128.npz").write_bytes(ref.read_bytes())
+        return ["--model", str(model), "--artifacts", str(folder)]
+    if name == "verify_vocoder.py":
+        return ["--model", str(model), "--reference", str(ref), "--artifacts", str(tmp / "out")]
+    return ["--model", str(model), "--ref", str(ref)]
+
+
+def run_script(script: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ if env is None else env)
+    env.pop("LITERT_RESULTS_DIR", None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "utilities"), env.get("PYTHONPATH")) if p)
+    return subprocess.run([sys.executable, str(script), *args], cwd=script.parent, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def assert_usage_error(proc: subprocess.CompletedProcess, results_dir: Path, *expected: str) -> None:
+    where = f"exit {proc.returncode}\nstdout:\n{proc.stdout[-2000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    assert proc.returncode == recipe.EXIT_USAGE, where
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout, where
+    assert "error:" in proc.stderr, where
+    for text in expected:
+        assert text in proc.stderr, f"{text!r} not in the message\n{where}"
+    assert not (results_dir / "results.json").exists(), "a usage error recorded a result"
+
+
+def test_every_recipe_has_one_verify_script():
+    assert len(VERIFY_SCRIPTS) == 7, [p.relative_to(ROOT).as_posix() for p in VERIFY_SCRIPTS]
+
+
+@pytest.mark.parametrize("script", VERIFY_SCRIPTS, ids=lambda p: p.name)
+def test_script_style(script):
+    """main() behind a __main__ guard through verify_main, no sys.path edits, --help names the shared options."""
+    text = script.read_text()
+    assert "sys.path" not in text and "noqa: E402" not in text
+    assert "def main(" in text and "verify_main(main)" in text and 'if __name__ == "__main__":' in text
+    proc = run_script(script, "--help")
+    assert proc.returncode == 0, proc.stderr
+    for option in ("--device", "--results-dir", "exit status"):
+        assert option in proc.stdout, f"--help of {script.name} does not mention {option}"
+
+
+@pytest.mark.parametrize("script", VERIFY_SCRIPTS, ids=lambda p: p.name)
+def test_unknown_device(script, tmp_path):
+    proc = run_script(script, "--device", "toaster", "--results-dir", str(tmp_path))
+    assert_usage_error(proc, tmp_path, "unknown device 'toaster'")
+    assert "phone runner" not in proc.stderr  # SmolLM2 once blamed the phone runner for an unknown name
+
+
+@pytest.mark.parametrize("script", VERIFY_SCRIPTS, ids=lambda p: p.name)
+def test_missing_artifact(script, tmp_path):
+    args = artifact_args(script, tmp_path, tmp_path / "missing.tflite", tmp_path / "missing.npz")
+    proc = run_script(script, *args, "--device", "cpu", "--results-dir", str(tmp_path))
+    assert_usage_error(proc, tmp_path, "not found: run ")
+
+
+@pytest.mark.parametrize("script", VERIFY_SCRIPTS, ids=lambda p: p.name)
+def test_corrupt_model(script, tmp_path):
+    model = tmp_path / "junk.tflite"
+    model.write_bytes(JUNK)
+    args = artifact_args(script, tmp_path, model, tmp_path / "missing.npz")
+    proc = run_script(script, *args, "--device", "cpu", "--results-dir", str(tmp_path))
+    assert_usage_error(proc, tmp_path, "not a LiteRT flatbuffer")
+
+
+@pytest.mark.parametrize("script", VERIFY_SCRIPTS, ids=lambda p: p.name)
+def test_corrupt_reference(script, tmp_path):
+    model, ref = tmp_path / "valid.tflite", tmp_path / "ref.npz"
+    model.write_bytes(add_model_bytes())  # a real model, so the reference is what is wrong
+    ref.write_bytes(b"PK\x03\x04 half a zip file")
+    args = artifact_args(script, tmp_path, model, ref)
+    proc = run_script(script, *args, "--device", "cpu", "--results-dir", str(tmp_path))
+    assert_usage_error(proc, tmp_path, "is not a readable .npz")
+
+
+def test_llm_on_a_phone_is_a_clear_error(tmp_path):
+    script = ROOT / "models" / "llm" / "smollm2_135m" / "converted" / "verify_llm.py"
+    proc = run_script(script, "--device", "pixel8", "--results-dir", str(tmp_path))
+    assert_usage_error(proc, tmp_path, "pixel8 is a phone", "fixed inputs")
+
+
+def test_empty_file(tmp_path):
+    (tmp_path / "m.tflite").write_bytes(b"")
+    with pytest.raises(recipe.ArtifactError, match="is empty: run export_x.py again"):
+        recipe.load_model(tmp_path / "m.tflite", "export_x.py")
+    with pytest.raises(recipe.ArtifactError, match="not found: run dump_x.py first"):
+        recipe.load_reference(tmp_path / "none.npz", "dump_x.py")
+
+
+def test_phone_errors_are_device_errors():
+    from litert_gpu_toolkit.phone import PhoneError
+
+    assert issubclass(PhoneError, recipe.DeviceError) and issubclass(recipe.NoGpuError, recipe.DeviceError)
+    assert issubclass(recipe.DeviceError, recipe.RecipeError)
+
+
+def test_strict_gate_is_the_residency_verdict():
+    strict = recipe.Residency(5, 5, 0, 1, True, "GPU residency: 5/5 ops, 1 partition (strict GPU)")
+    split = recipe.Residency(3, 5, 2, None, False, "3/5 ops on GPU, 2 on CPU")
+    assert recipe.strict_gates("host-gpu", strict) == {recipe.STRICT_GATE: True}
+    assert recipe.strict_gates("host-gpu", strict, split) == {recipe.STRICT_GATE: False}
+    assert recipe.strict_gates("host-gpu") == {recipe.STRICT_GATE: False}  # no graph ran: not strict
+    assert recipe.strict_gates("cpu", split) == {}
+
+
+def test_latency_is_a_median_in_milliseconds():
+    assert recipe.latency_ms([0.010, 0.030, 0.020]) == 20.0
+    assert recipe.latency_ms(0.0000598) == 0.0598  # small CPU latencies keep 4 significant digits
+
+
+# --- the results file --------------------------------------------------------------------------------------------
+
+def cpu_run() -> RunResult:
+    return RunResult(status=STATUS_OK, accelerator="cpu", enforce_f32=False)
+
+
+def record(folder: Path, graph: str, device: str = "cpu", run: RunResult | None = None, **metrics) -> Path:
+    return recipe.write_results(folder, graph=graph, device=device, run=run or cpu_run(), residency="CPU: 1 ops",
+                                metrics=metrics or {"x": 1.0}, gates={"ok": True}, headline=list(metrics)[:1])
+
+
+def _writer(folder: str, prefix: str, count: int) -> None:
+    for i in range(count):
+        record(Path(folder), f"{prefix}{i}", x=float(i))
+
+
+def test_two_writers_at_once_lose_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(recipe, "git_commit", lambda cwd: None)  # keep each write short so they interleave
+    monkeypatch.delenv("LITERT_RESULTS_DIR", raising=False)
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), p, 25)) for p in ("a", "b")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert set(data) == {f"{p}{i}@cpu" for p in "ab" for i in range(25)}
+    assert not list(tmp_path.glob(".results.json.*.tmp")), "a temporary file was left behind"
+
+
+@pytest.mark.parametrize("fail_at", ["fsync", "replace"])
+def test_a_failed_write_leaves_the_old_file_intact(tmp_path, monkeypatch, fail_at):
+    monkeypatch.delenv("LITERT_RESULTS_DIR", raising=False)
+    record(tmp_path, "before", x=1.0)
+    old = (tmp_path / "results.json").read_bytes()
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(recipe.os, fail_at, full_disk)
+    with pytest.raises(recipe.ResultsFileError, match="the disk is full.*previous file is unchanged"):
+        record(tmp_path, "after", x=2.0)
+    monkeypatch.undo()
+    assert (tmp_path / "results.json").read_bytes() == old
+    assert [p.name for p in tmp_path.iterdir() if p.name != "results.json.lock"] == ["results.json"]
+
+
+def test_a_corrupt_results_file_is_kept_aside_and_reported(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("LITERT_RESULTS_DIR", raising=False)
+    broken = b'{"encoder@cpu": {"graph": "enc'  # what a full disk used to leave behind
+    (tmp_path / "results.json").write_bytes(broken)
+    with pytest.raises(recipe.ResultsFileError, match="not valid JSON"):
+        recipe.read_results(tmp_path / "results.json")
+    record(tmp_path, "new", x=3.0)
+    aside = list(tmp_path.glob("results.json.corrupt-*"))
+    assert len(aside) == 1 and aside[0].read_bytes() == broken
+    assert set(json.loads((tmp_path / "results.json").read_text())) == {"new@cpu"}
+    err = capsys.readouterr().err
+    assert "not valid JSON" in err and aside[0].name in err
+
+
+def no_gpu_run() -> RunResult:
+    return RunResult(status=STATUS_NO_GPU, accelerator="gpu", enforce_f32=False, error="compile failed",
+                     gpu=GpuLog(no_gpu_reason="ERROR: Found no drivers!"))
+
+
+def test_a_run_without_gpu_does_not_replace_a_result(tmp_path, monkeypatch):
+    monkeypatch.setenv("VK_ICD_FILENAMES", "/nonexistent/icd.json")
+    monkeypatch.delenv("LITERT_RESULTS_DIR", raising=False)
+    passing = RunResult(status=STATUS_OK, accelerator="gpu", enforce_f32=False)
+    record(tmp_path, "encoder", device="host-gpu", run=passing, x=1.0)
+    before = (tmp_path / "results.json").read_bytes()
+    with pytest.raises(recipe.NoGpuError, match="VK_ICD_FILENAMES=/nonexistent/icd.json") as err:
+        record(tmp_path, "encoder", device="host-gpu", run=no_gpu_run(), x=0.0)
+    assert err.value.exit_code == recipe.EXIT_NO_GPU == 3
+    assert "Nothing was recorded" in str(err.value)
+    assert (tmp_path / "results.json").read_bytes() == before
+
+
+def test_verify_main_turns_errors_into_exit_codes(capsys):
+    def no_gpu() -> int:
+        recipe.require_gpu(no_gpu_run(), "host-gpu")
+        return 0
+
+    def bad_device() -> int:
+        recipe.resolve_device("toaster")
+        return 0
+    assert recipe.verify_main(no_gpu) == recipe.EXIT_NO_GPU
+    assert recipe.verify_main(bad_device) == recipe.EXIT_USAGE
+    assert recipe.verify_main(lambda: 1) == recipe.EXIT_FAILED
+    err = capsys.readouterr().err
+    assert "no usable GPU for --device host-gpu" in err and "Found no drivers" in err and "unknown device" in err
+
+
+def test_run_on_device_without_a_driver_raises_no_gpu(tmp_path, monkeypatch):
+    """The real runtime with VK_ICD_FILENAMES pointing nowhere: run_on_device raises NoGpuError naming it."""
+    monkeypatch.setenv("VK_ICD_FILENAMES", str(tmp_path / "nonexistent_icd.json"))
+    model = tmp_path / "add.tflite"
+    model.write_bytes(add_model_bytes())
+    x = np.ones(PROBE_SHAPE, np.float32)
+    with pytest.raises(recipe.NoGpuError, match="nonexistent_icd.json"):
+        recipe.run_on_device(model, {"serving_default": {"x": x, "y": x}}, "host-gpu", timeout=120)
+
+
+def test_headline_must_name_recorded_metrics(tmp_path, monkeypatch):
+    monkeypatch.delenv("LITERT_RESULTS_DIR", raising=False)
+    with pytest.raises(ValueError, match="headline metrics"):
+        recipe.write_results(tmp_path, graph="g", device="cpu", run=cpu_run(), residency="", metrics={"a": 1},
+                             gates={}, headline=["b"])
+    path = recipe.write_results(tmp_path, graph="g", device="cpu", run=cpu_run(), residency="",
+                                metrics={"a": 1, "b": 2}, gates={}, headline=["b", "a"])
+    assert json.loads(path.read_text())["g@cpu"]["headline"] == ["b", "a"]
+
+
+def test_the_guide_template_is_valid_and_uses_real_toolkit_names():
+    """docs/writing-a-recipe.md's template parses, keeps the contract, and imports only names that exist."""
+    import ast
+    import importlib
+
+    text = (ROOT / "docs" / "writing-a-recipe.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    tree = ast.parse(code)
+    assert "sys.path" not in code and "verify_main(main)" in code and "verify_parser(__doc__, HERE)" in code
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("litert_gpu_toolkit"):
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                assert hasattr(module, alias.name), f"{node.module} has no {alias.name}"
+
+
+def test_one_delegate_log_parser_feeds_residency():
+    """The delegate's 'Replacing N out of M node(s)' line is read by runtime.parse_gpu_log only."""
+    from litert_gpu_toolkit.model_info import read_model_info
+    from litert_gpu_toolkit.phone import residency_from_log
+    from litert_gpu_toolkit.runtime import parse_gpu_log
+
+    log = "INFO: Replacing 118 out of 121 node(s) with delegate (TfLiteGpuDelegateV2) node, yielding 2 partitions."
+    assert parse_gpu_log(log).delegated == (118, 121, 2) == residency_from_log(log)
+    assert parse_gpu_log("nothing").delegated is None
+    info = read_model_info(add_model_bytes())
+    split = recipe.residency(info, RunResult(status=STATUS_OK, accelerator="gpu", enforce_f32=False, log=log))
+    assert (split.gpu_ops, split.total_ops, split.partitions, split.strict) == (118, 121, 2, False)
+    full = log.replace("118 out of", "121 out of").replace("2 partitions", "1 partition")
+    whole = recipe.residency(info, RunResult(status=STATUS_OK, accelerator="gpu", enforce_f32=False, log=full))
+    assert whole.strict and recipe.strict_gates("pixel8", whole) == {recipe.STRICT_GATE: True}

@@ -1,0 +1,133 @@
+"""Silero VAD recipe: export -> dump -> verify end to end (as subprocesses), plus the pieces it is built from.
+
+One export and one dump per session (module fixture, ~1 min on 2 cores); verify runs on the CPU and, with the
+`gpu` fixture, on the GPU (strict residency, fp16), each writing its results into the test's own folder.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.rewrites.output_aliasing import find_aliased_outputs, outputs_guarded_by_runtime_one
+
+RECIPE = Path(__file__).resolve().parents[2] / "models" / "audio" / "silero_vad" / "converted"
+sys.path.insert(0, str(RECIPE))
+
+import vad_net  # noqa: E402
+
+
+def run_script(name: str, *args, timeout: float = 600) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, str(RECIPE / name), *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, f"{name} exited {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    if shutil.which("espeak-ng") is None:
+        pytest.fail("espeak-ng is needed for the test speech: apt-get install -y espeak-ng (scripts/setup.sh does)")
+    work = tmp_path_factory.mktemp("silero_vad")
+    export = run_script("export_vad.py", "--out", work / "step.tflite")
+    dump = run_script("dump_vad_ref.py", "--out", work / "ref.npz", "--wav", work / "speech.wav")
+    return {"dir": work, "model": work / "step.tflite", "ref": work / "ref.npz", "export_log": export.stdout,
+            "dump_log": dump.stdout}
+
+
+def verify(pipeline, device: str) -> dict:
+    work = pipeline["dir"]
+    proc = run_script("verify_vad.py", "--model", pipeline["model"], "--ref", pipeline["ref"], "--device", device,
+                      "--results-dir", work, "--plot", work / f"probs_{device}.png")
+    assert (work / f"probs_{device}.png").stat().st_size > 10_000
+    record = json.loads((work / "results.json").read_text())[f"step@{device}"]
+    return {"log": proc.stdout, **record}
+
+
+def test_exported_step_is_gpu_clean_by_construction(pipeline):
+    info = read_model_info(pipeline["model"])
+    sig = info.signatures[0]
+    assert {n: tuple(t.shape) for n, t in sig.inputs.items()} == {"audio": (1, 576), "h": (1, 128), "c": (1, 128),
+                                                                   "one": (1,)}
+    assert {n: tuple(t.shape) for n, t in sig.outputs.items()} == {"prob": (1, 1), "h_next": (1, 128),
+                                                                    "c_next": (1, 128)}
+    for wall in ("GATHER_ND", "SPLIT", "SELECT", "SELECT_V2", "ABS"):
+        assert not info.has_op(wall), wall
+    assert find_aliased_outputs(info) == []
+    guarded = {name.split("_output")[0].removeprefix(sig.key + "_"): ok
+               for name, ok in outputs_guarded_by_runtime_one(info).items()}
+    assert guarded == {"prob": False, "h_next": True, "c_next": True}
+    assert info.num_ops < 80, "the reflect pad should be 3 ops, not 65 (dispatch count)"
+    assert "max |dprob| = " in pipeline["export_log"]
+
+
+def test_reference_dump_is_real_speech_and_the_definition_matches(pipeline):
+    ref = np.load(pipeline["ref"])
+    assert len(ref["audio"]) >= 10 * vad_net.SAMPLE_RATE and len(ref["audio"]) % vad_net.CHUNK == 0
+    assert np.abs(ref["net_prob"] - ref["ref_prob"]).max() <= 1e-5
+    speech = ref["ref_prob"] >= 0.5
+    assert 0.3 < speech.mean() < 0.9, "the recording should hold both speech and silence/noise"
+    assert ref["ref_prob"][:25].max() < 0.1, "the leading second of silence is not speech"
+    assert ref["h_in"].shape == (len(ref["ref_prob"]), 128) and not ref["h_in"][0].any()
+
+
+def test_verify_streams_on_cpu(pipeline):
+    record = verify(pipeline, "cpu")
+    assert record["passed"], record["log"]
+    assert record["metrics"]["max_abs_prob_error"] <= 1e-4          # fp32: rounding only
+    assert record["segments_s"]["reference"] == record["segments_s"]["tflite"]
+    assert len(record["segments_s"]["reference"]) >= 3
+
+
+def test_verify_streams_on_gpu_fp16(pipeline, gpu):
+    record = verify(pipeline, "host-gpu")
+    assert record["passed"], record["log"]
+    assert record["residency"].startswith("GPU residency: ") and "(strict GPU)" in record["residency"]
+    assert record["metrics"]["max_abs_prob_error"] <= 0.01
+    assert record["metrics"]["max_abs_prob_error"] > 0, "bit-identical to fp32: did it really run on the GPU?"
+    assert record["metrics"]["max_boundary_shift_chunks"] <= 1
+    assert record["judged_run"] == "streaming, own state"
+
+
+def test_segments_threshold_bridging_and_minimum_length():
+    p = np.zeros(40, np.float32)
+    p[2:12] = 0.9            # 10 chunks of speech
+    p[14:24] = 0.8           # a 2-chunk gap before it: bridged when min_silence > 2
+    p[30:33] = 0.7           # 3 chunks: dropped when min_speech > 3
+    assert vad_net.segments(p, 0.5, min_speech=4, min_silence=3) == [(2, 24)]
+    assert vad_net.segments(p, 0.5, min_speech=3, min_silence=2) == [(2, 12), (14, 24), (30, 33)]
+    assert vad_net.segments(p, 0.85, min_speech=1, min_silence=1) == [(2, 12)]
+    assert vad_net.segments(np.zeros(5), 0.5, 1, 1) == []
+
+
+def test_rewrites_are_exact_in_torch():
+    torch.manual_seed(0)
+    x = torch.randn(2, 1, 576)
+    assert torch.equal(vad_net.ReflectPadRight(64)(x), F.pad(x, (0, 64), mode="reflect"))
+    net = vad_net.load_net()
+    features = vad_net.SilenceReferencedFeatures(net)
+    with torch.no_grad():
+        for scale in (0.0, 1e-3, 1.0, 30.0):
+            mag = scale * torch.rand(1, 129, 4)
+            y = mag
+            for conv in (net.conv1, net.conv2, net.conv3, net.conv4):
+                y = F.relu(conv(y))
+            got = features(mag) + features.feature_sil
+            assert torch.allclose(got, y[:, :, 0], rtol=1e-5, atol=1e-4), scale
+
+
+def test_wheel_safetensors_is_not_the_reference_weight_set():
+    """Recorded in the README: silero-vad 6.2.3's safetensors differs from its TorchScript/ONNX weights.
+    If this starts failing, a new release fixed it and the recipe could read the safetensors file instead."""
+    ours, theirs = vad_net.reference_state_dict(), vad_net.safetensors_state_dict()
+    assert set(ours) == set(theirs)
+    assert torch.equal(ours["stft_conv.weight"], theirs["stft_conv.weight"])
+    assert (ours["conv1.weight"] - theirs["conv1.weight"]).abs().max() > 1.0

@@ -1,0 +1,113 @@
+"""The --device <phone> path, exercised end to end against a TEST DOUBLE of adb (tests/toolkit/phone/fakes/adb).
+
+The double emulates a phone's file system in a temp folder and runs the runner protocol with this
+machine's LiteRT runtime. It proves the host side (push, run, pull, parse, compare); it proves
+nothing about a real phone.
+"""
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.phone import Adb, PhoneError, load_registry, push_runner, residency_from_log, run_on_phone
+from litert_gpu_toolkit.phone.protocol import read_manifest, read_outputs, write_job, write_outputs
+from litert_gpu_toolkit.recipe import DeviceError, resolve_device, residency_line, run_on_device
+from litert_gpu_toolkit.tiny_models import PROBE_SHAPE, add_model_bytes
+
+FAKES = Path(__file__).resolve().parent / "fakes"
+
+
+@pytest.fixture()
+def fake_phone(tmp_path, monkeypatch):
+    root = tmp_path / "phone_fs"
+    root.mkdir()
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_ADB_ROOT", str(root))
+    monkeypatch.setenv("FAKE_ADB_PYTHON", sys.executable)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).resolve().parents[3] / "utilities"),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.delenv("ANDROID_SERIAL", raising=False)
+    return root
+
+
+@pytest.fixture()
+def model(tmp_path):
+    path = tmp_path / "add.tflite"
+    path.write_bytes(add_model_bytes())
+    return path
+
+
+def _inputs():
+    x = np.linspace(-3, 3, int(np.prod(PROBE_SHAPE)), dtype=np.float32).reshape(PROBE_SHAPE)
+    return {"serving_default": {"x": x, "y": 2 * x}}, 3 * x
+
+
+def _push_placeholder_runner(tmp_path, phone_name="pixel8"):
+    build = tmp_path / "build"
+    build.mkdir()
+    phone = load_registry()[phone_name]
+    for name in ("litert_gpu_runner", "libLiteRt.so", phone.accelerator_lib):
+        (build / name).write_bytes(b"placeholder for the test double")
+    return push_runner(build, phone)
+
+
+def test_registry_and_unknown_device_error():
+    phones = load_registry()
+    assert {"pixel8", "pixel8a", "pixel9", "galaxy-s24"} <= set(phones)
+    assert resolve_device("pixel8") == "pixel8"
+    with pytest.raises(DeviceError) as err:
+        resolve_device("pixel99")
+    assert "pixel8" in str(err.value) and "host-gpu" in str(err.value)
+
+
+def test_protocol_round_trip(tmp_path, model):
+    inputs, _ = _inputs()
+    job = write_job(tmp_path / "job", model, "serving_default", inputs["serving_default"], repeats=3)
+    manifest, arrays = read_manifest(job)
+    assert manifest["repeats"] == 3 and manifest["accelerator"] == "gpu"
+    np.testing.assert_array_equal(arrays["x"], inputs["serving_default"]["x"])
+    write_outputs(job / "out", "ok", outputs={"out": arrays["x"]}, compile_ms=1.0, run_ms=[2.0])
+    status, outs = read_outputs(job / "out")
+    assert status["status"] == "ok"
+    np.testing.assert_array_equal(outs["out"], arrays["x"])
+
+
+def test_residency_line_parsed_from_delegate_log():
+    assert residency_from_log("INFO: Replacing 118 out of 121 node(s) with delegate (TfLiteGpuDelegateV2) node, "
+                              "yielding 3 partitions for the whole graph.") == (118, 121, 3)
+    assert residency_from_log("nothing here") is None
+
+
+def test_missing_runner_is_a_clear_error(fake_phone, model):
+    inputs, _ = _inputs()
+    with pytest.raises(PhoneError, match="runner is not on the phone"):
+        run_on_phone(model, inputs, "pixel8")
+
+
+def test_no_phone_attached(fake_phone, model, monkeypatch):
+    monkeypatch.setenv("FAKE_ADB_STATE", "offline")
+    with pytest.raises(PhoneError, match="no phone ready"):
+        run_on_phone(model, _inputs()[0], "pixel8")
+
+
+def test_run_on_fake_phone_matches_host(gpu, fake_phone, model, tmp_path):
+    assert _push_placeholder_runner(tmp_path)
+    inputs, expected = _inputs()
+    result = run_on_device(model, inputs, "pixel8", repeats=2)
+    assert result.ok, (result.status, result.error, result.log[-2000:])
+    got = result.outputs["serving_default"]["out"]
+    np.testing.assert_allclose(got, expected, rtol=1e-2, atol=1e-2)
+    assert result.run_s["serving_default"] > 0
+    line = residency_line(read_model_info(model), result)
+    assert line == "GPU residency: 1/1 ops, 1 partition (strict GPU)"
+    host = run_on_device(model, inputs, "host-gpu")
+    np.testing.assert_array_equal(got, host.outputs["serving_default"]["out"])
+
+
+def test_serial_is_passed_to_adb(fake_phone, monkeypatch):
+    monkeypatch.setenv("FAKE_ADB_SERIAL", "ABC123")
+    assert Adb(serial="ABC123").state() == "device"
+    assert Adb(serial="WRONG").state() == ""

@@ -1,0 +1,93 @@
+"""BROADCAST_TO: repeat_kv_cat and expand_by_cat (bit-exact, op gone, GPU-only match)."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from litert_gpu_toolkit.export import export_tflite, gpu_vs_torch
+from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.rewrites import PATCHES
+from litert_gpu_toolkit.rewrites.select import arith_where, patch_select
+from litert_gpu_toolkit.rewrites.amax import channel_max, patch_amax
+from litert_gpu_toolkit.rewrites.split import chunk_slices, patch_chunk, split_slices
+from litert_gpu_toolkit.rewrites.relu_0_to_1 import clamp01, hardsigmoid_arith, patch_hardsigmoid
+from litert_gpu_toolkit.rewrites.broadcast_to import expand_by_cat, patch_broadcast_to, patch_repeat_kv, repeat_kv_cat
+from litert_gpu_toolkit.rewrites.linear_channel_attention import patch_channel_attention_linear
+from litert_gpu_toolkit.rewrites.identical_or_constant_inputs import patch_degenerate_softmax
+from litert_gpu_toolkit.rewrites.scoping import scope_rewrites, scoped_rewrites
+from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
+from litert_gpu_toolkit.runtime import compile_and_run
+
+from wall_checks import INF, _close, _convert, _gpu_clean, _same  # noqa: F401
+
+
+# ============================================================================== BROADCAST_TO
+
+def _hf_repeat_kv(x, n_rep):
+    b, k, s, d = x.shape
+    return x[:, :, None, :, :].expand(b, k, n_rep, s, d).reshape(b, k * n_rep, s, d)
+
+
+def test_repeat_kv_cat_is_bit_exact_with_the_same_head_order():
+    torch.manual_seed(3)
+    for k in (1, 2, 3):
+        for n in (1, 2, 4):
+            x = torch.randn(2, k, 5, 7)
+            assert torch.equal(repeat_kv_cat(x, n), _hf_repeat_kv(x, n))
+            assert torch.equal(repeat_kv_cat(x, n), x.repeat_interleave(n, dim=1))
+            wrapped = GpuRewriteWrapper(nn.Identity(), include=["patch_repeat_kv"])
+            wrapped.model.forward = lambda t, n=n: _hf_repeat_kv(t, n)
+            assert torch.equal(wrapped(x), _hf_repeat_kv(x, n))
+
+
+def test_expand_by_cat_is_bit_exact():
+    x = torch.randn(3, 1, 5)
+    x[0, 0, 0] = INF
+    for shape in [(3, 4, 5), (2, 3, 1, 5), (2, 3, 40, 5), (3, -1, 5)]:
+        want = x.expand(*shape)
+        assert torch.equal(expand_by_cat(x, want.shape), want)
+    class M(nn.Module):
+        def forward(self, x):
+            return x.expand(2, 3, 17, 5) + torch.broadcast_to(x, (3, 17, 5)) + x.expand_as(torch.empty(3, 17, 5))
+    wrapped = GpuRewriteWrapper(M(), include=["patch_broadcast_to"])
+    assert torch.equal(wrapped(x), M()(x))
+
+
+class BroadcastWalls(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = nn.Parameter(torch.randn(1, 4, 1, 1))
+
+    def forward(self, kv, y):
+        return (_hf_repeat_kv(kv, 3) * 2,                        # runtime expand at rank 5 (GQA)
+                y.expand(1, 6, 7, 16) * 2,                        # runtime expand at rank 4
+                torch.cat([y.expand(1, 2, 7, 16), self.p.expand(1, 4, 7, 16)], 1))   # + constant expand
+
+
+BC_ARGS = (torch.randn(1, 2, 7, 16), torch.randn(1, 1, 7, 16))
+
+
+def test_broadcast_plain_conversion_has_broadcast_to_and_rank5(tmp_path, gpu):
+    info = _convert(BroadcastWalls(), BC_ARGS, tmp_path / "plain.tflite")
+    assert info.op_histogram().get("BROADCAST_TO", 0) >= 3, info.op_histogram()
+    assert info.high_rank_tensors()
+    run = compile_and_run(tmp_path / "plain.tflite", None, accelerator="gpu")
+    assert run.status == "ops_rejected" and "BROADCAST_TO" in [r.op for r in run.gpu.rejected], run.status
+
+
+def test_broadcast_rewritten_is_bit_exact_and_gpu_clean(tmp_path, gpu):
+    model = BroadcastWalls()
+    ref = model(*BC_ARGS)
+    patch_repeat_kv(model)
+    patch_broadcast_to(model)
+    for out, r in zip(model(*BC_ARGS), ref):
+        assert torch.equal(out, r)
+    res = _gpu_clean(model, BC_ARGS, tmp_path / "rewritten.tflite")
+    assert "BROADCAST_TO" not in res.info.op_histogram() and not res.info.high_rank_tensors()
+    # the parameter's expand folded into one constant at the target shape
+    assert any(t.is_constant and tuple(t.shape) == (1, 4, 7, 16) for t in res.info.tensors[0])
+
+
+# ============================================================================== RELU_0_TO_1

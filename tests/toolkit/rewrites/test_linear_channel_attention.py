@@ -1,0 +1,60 @@
+"""Linear channel attention as 1x1 convs (exact, converts, GPU-only match)."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from litert_gpu_toolkit.export import export_tflite, gpu_vs_torch
+from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.rewrites import PATCHES
+from litert_gpu_toolkit.rewrites.select import arith_where, patch_select
+from litert_gpu_toolkit.rewrites.amax import channel_max, patch_amax
+from litert_gpu_toolkit.rewrites.split import chunk_slices, patch_chunk, split_slices
+from litert_gpu_toolkit.rewrites.relu_0_to_1 import clamp01, hardsigmoid_arith, patch_hardsigmoid
+from litert_gpu_toolkit.rewrites.broadcast_to import expand_by_cat, patch_broadcast_to, patch_repeat_kv, repeat_kv_cat
+from litert_gpu_toolkit.rewrites.linear_channel_attention import patch_channel_attention_linear
+from litert_gpu_toolkit.rewrites.identical_or_constant_inputs import patch_degenerate_softmax
+from litert_gpu_toolkit.rewrites.scoping import scope_rewrites, scoped_rewrites
+from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
+from litert_gpu_toolkit.runtime import compile_and_run
+
+from wall_checks import INF, _close, _convert, _gpu_clean, _same  # noqa: F401
+
+
+class SEChannelsLast(nn.Module):
+    """Squeeze-excite with the excitation MLP applied to a channels-last [N, 1, 1, C] tensor."""
+
+    def __init__(self, c=8):
+        super().__init__()
+        torch.manual_seed(5)
+        self.conv, self.fc1, self.fc2, self.out = nn.Conv2d(c, c, 3, padding=1), nn.Linear(c, 4), nn.Linear(4, c), \
+            nn.Conv2d(c, c, 1)
+
+    def forward(self, x):
+        x = self.conv(x)
+        s = x.mean((2, 3), keepdim=True).permute(0, 2, 3, 1)
+        s = torch.sigmoid(self.fc2(torch.relu(self.fc1(s))))
+        return self.out(x * s.permute(0, 3, 1, 2))
+
+
+SE_ARGS = (torch.randn(1, 8, 9, 11),)
+
+
+def test_linear_channel_attention_fails_to_convert(tmp_path):
+    with pytest.raises(Exception, match="batch_matmul|broadcast-compatible"):
+        _convert(SEChannelsLast(), SE_ARGS, tmp_path / "plain.tflite")
+
+
+def test_linear_channel_attention_rewritten_is_gpu_clean(tmp_path, gpu):
+    model = SEChannelsLast().eval()
+    ref = model(*SE_ARGS)
+    changes = patch_channel_attention_linear(model, SE_ARGS)
+    assert sorted(c.path for c in changes) == ["fc1", "fc2"]
+    assert torch.allclose(model(*SE_ARGS), ref, rtol=1e-5, atol=1e-6)
+    res = _gpu_clean(model, SE_ARGS, tmp_path / "rewritten.tflite")
+    assert "FULLY_CONNECTED" not in res.info.op_histogram() and "BATCH_MATMUL" not in res.info.op_histogram()
+
+
+# ============================================================ identical / all-constant inputs

@@ -1,0 +1,72 @@
+"""`patch_attention_bias_add`: a mask / position bias ADDed onto attention scores at rank 3.
+
+On the software GPU (llvmpipe, ai-edge-litert 2.3.0) the rank-4 ADD of a folded constant onto the
+scores compiles GPU-only and is wrong in fp16 and fp32; the rewrite is exact in torch, leaves no
+rank-4 ADD on the scores, and matches torch on the GPU."""
+import pytest
+import torch
+from torch import nn
+
+from litert_gpu_toolkit.convert import convert_for_gpu
+from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.rewrites.masked_attention import add_at_rank3
+from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
+from litert_gpu_toolkit.symptoms import BY_ID
+
+
+class MaskedAttention(nn.Module):
+    """Scores, scaled, plus a constant causal mask [1, 1, S, S] (and a per-head bias), softmax, values."""
+
+    def __init__(self, s=16, heads=4, per_head_bias=False):
+        super().__init__()
+        torch.manual_seed(0)
+        mask = torch.triu(torch.full((s, s), -1e4), diagonal=1)[None, None]
+        if per_head_bias:
+            mask = mask + torch.randn(1, heads, s, s)
+        self.register_buffer("mask", mask)
+
+    def forward(self, q, k, v):
+        scores = torch.matmul(q, k.transpose(2, 3)) * 0.25
+        scores = scores + self.mask
+        return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
+QKV = tuple(torch.randn(1, 4, 16, 16, generator=torch.Generator().manual_seed(i)) for i in range(3))
+ONLY = ["patch_attention_bias_add"]
+
+
+def test_add_at_rank3_exact():
+    s = torch.randn(2, 3, 5, 7)
+    for bias in (torch.randn(1, 1, 5, 7), torch.randn(2, 3, 5, 7)):
+        assert torch.equal(add_at_rank3(s, bias), s + bias)
+
+
+@pytest.mark.parametrize("per_head", [False, True])
+def test_wrapper_exact_and_only_on_scores(per_head):
+    model = MaskedAttention(per_head_bias=per_head).eval()
+    wrapped = GpuRewriteWrapper(model, include=ONLY)
+    with torch.no_grad():
+        assert torch.equal(wrapped(*QKV), model(*QKV))
+    assert [c.rewrite for c in wrapped.changes] == ONLY
+    residual = GpuRewriteWrapper(nn.Conv2d(4, 4, 1), include=ONLY)          # adds elsewhere: untouched
+    x = torch.randn(1, 4, 5, 5)
+    with torch.no_grad():
+        residual(x + x)
+    assert residual.changes == []
+    assert "patch_attention_bias_add" in BY_ID["masked_attention"].rewrites
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("per_head", [False, True])
+def test_plain_is_wrong_and_rewritten_matches_on_gpu(gpu, tmp_path, per_head):
+    plain = convert_for_gpu(MaskedAttention(per_head_bias=per_head), QKV, tmp_path / "plain.tflite", patches=False)
+    print(f"\n[llvmpipe] plain: {plain.verdict} {plain.report.summary}")
+    assert plain.verdict == "NUMERICS_FAIL", plain.summary()       # pins the GPU miscompute
+    fixed = convert_for_gpu(MaskedAttention(per_head_bias=per_head), QKV, tmp_path / "fixed.tflite", only=ONLY,
+                            fallback=False)
+    info = read_model_info(fixed.path)
+    adds = [op for op in info.ops if op.op == "ADD"]
+    ranks = [info.tensor(op.outputs[0], op.subgraph).rank for op in adds]
+    assert ranks and all(r == 3 for r in ranks), ranks
+    assert fixed.ok, fixed.summary()
+    print(f"[llvmpipe] rewritten: {fixed.report.summary}")

@@ -1,0 +1,144 @@
+"""The toolkit's shape, held by tests: no import cycles, small modules, a light command line.
+
+The import graph counts every import of a toolkit module, at module level or inside a function: a lazy
+import still ties two modules together, and a cycle through one is still a cycle to a reader.
+"""
+import ast
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PKG = ROOT / "utilities" / "litert_gpu_toolkit"
+MAX_LINES = 420          # "no toolkit module over ~400 lines"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PKG.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the toolkit modules it imports (`from . import x` counts as importing `x`)."""
+    modules = {_module_name(p): p for p in PKG.rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = []
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")
+                    base = base[: len(base) - (node.level - 1)]
+                    stem = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    stem = node.module or ""
+                targets = [stem] + [f"{stem}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            for t in targets:
+                if t in modules and t != name:
+                    graph[name].add(t)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle, or None. A package's __init__ re-exporting its own submodules is not a cycle:
+    edges from a package to its children are skipped."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str):
+        state[m] = 1
+        stack.append(m)
+        for t in sorted(graph[m]):
+            if t.startswith(m + "."):
+                continue
+            if state.get(t) == 1:
+                return stack[stack.index(t):] + [t]
+            if not state.get(t):
+                found = visit(t)
+                if found:
+                    return found
+        stack.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if not state.get(m):
+            found = visit(m)
+            if found:
+                return found
+    return None
+
+
+def test_the_import_graph_has_no_cycle():
+    graph = import_graph()
+    assert len(graph) > 40 and graph["litert_gpu_toolkit.checker"], "the graph was not read"
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_cycle_finder_finds_one():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"p": {"p.x"}, "p.x": {"p"}}) is None     # a package and its own child
+
+
+def test_no_toolkit_module_is_long():
+    long = {str(p.relative_to(PKG)): n for p in PKG.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def _python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT)
+
+
+COMMANDS = ("check", "gpu-info", "bisect", "lint", "phone")
+
+
+@pytest.mark.parametrize("argv", [["--help"]] + [[c, "--help"] for c in COMMANDS])
+def test_help_never_imports_torch(argv):
+    code = ("import sys\nfrom litert_gpu_toolkit.cli import main\n"
+            f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+            "heavy = sorted(m for m in ('torch', 'litert_torch', 'transformers', 'ai_edge_litert') if m in sys.modules)\n"
+            "print('HEAVY', heavy)\n")
+    out = _python(code)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "HEAVY []" in out.stdout, out.stdout[-500:]
+
+
+@pytest.fixture(scope="module")
+def tiny_tflite(tmp_path_factory):
+    from litert_gpu_toolkit.tiny_models import add_model_bytes
+
+    path = tmp_path_factory.mktemp("tiny") / "add.tflite"
+    path.write_bytes(add_model_bytes())
+    return path
+
+
+@pytest.mark.parametrize("argv", [["lint", "{m}"], ["check", "{m}", "--fp16-only", "--timeout", "120"],
+                                  ["gpu-info", "--timeout", "120"]])
+def test_check_lint_gpu_info_never_import_torch(argv, tiny_tflite):
+    argv = [a.format(m=tiny_tflite) for a in argv]
+    code = ("import sys\nfrom litert_gpu_toolkit.cli import main\n"
+            f"rc = main({argv!r})\n"
+            "print('RC', rc, 'TORCH', 'torch' in sys.modules)\n")
+    out = _python(code, timeout=300)
+    assert "TORCH False" in out.stdout, out.stdout[-1000:] + out.stderr[-1000:]
+
+
+def test_help_is_fast():
+    """`python -m litert_gpu_toolkit --help` under 0.5 s (the best of five runs: the machines are shared)."""
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        out = subprocess.run([sys.executable, "-m", "litert_gpu_toolkit", "--help"], capture_output=True, text=True,
+                             timeout=60, cwd=ROOT)
+        best = min(best, time.perf_counter() - t)
+        assert out.returncode == 0 and "check" in out.stdout
+    assert best < 0.5, f"--help took {best:.2f} s"

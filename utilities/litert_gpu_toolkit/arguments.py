@@ -1,0 +1,89 @@
+"""Shared command-line pieces: argparse value types and the guard every command puts on its output paths.
+
+No heavy imports here: every command's `--help` is built from these.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def correlation(text: str) -> float:
+    """argparse type: a correlation floor in (0, 1]."""
+    value = _number(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1] (e.g. 0.999), got {text!r}")
+    return value
+
+
+def non_negative(text: str) -> float:
+    """argparse type: a finite number >= 0 (a tolerance)."""
+    value = _number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return value
+
+
+def seed(text: str) -> int:
+    """argparse type: an integer >= 0 (numpy seeds cannot be negative)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
+def output_path_problem(path: str | os.PathLike) -> str | None:
+    """Why `path` cannot be written (checked before any work is done), or None when it can."""
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        return f"{p} is a directory"
+    if not parent.is_dir():
+        return f"the folder {parent} does not exist"
+    if p.exists() and not os.access(p, os.W_OK):
+        return f"{p} is not writable"
+    if not p.exists() and not os.access(parent, os.W_OK | os.X_OK):
+        return f"the folder {parent} is not writable" + (" (the current directory is read-only?)"
+                                                           if parent == Path(".") else "")
+    return None
+
+
+def refuse_output_path(option: str, path: str | os.PathLike | None) -> bool:
+    """Print why `path` (given as `option`) cannot be written and return True; False when it can or is unset.
+    Commands call it before any work, then exit 2 on True."""
+    problem = output_path_problem(path) if path and path != "-" else None
+    if problem:
+        print(f"error: {option} {path}: {problem}", file=sys.stderr)
+    return problem is not None
+
+
+def write_output(path: str | os.PathLike, text: str) -> str | None:
+    """Write `text` to `path`; the error message (no traceback) when that fails, else None."""
+    try:
+        Path(path).write_text(text)
+    except OSError as exc:
+        return f"cannot write {path}: {exc.strerror or exc}"
+    return None

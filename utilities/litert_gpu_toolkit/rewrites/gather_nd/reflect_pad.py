@@ -1,0 +1,109 @@
+"""Reflect / replicate padding as slices and a concatenation (F.pad's modes lower to GATHER_ND).
+
+Bit-exact: pure data movement.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .. import Change, named_modules_of, register, set_submodule
+from ..functional import HANDLERS, register_handler
+
+
+def _tuple(v, n: int) -> tuple[int, ...]:
+    return tuple(int(a) for a in v) if isinstance(v, (tuple, list)) else (int(v),) * n
+
+
+# ---------------------------------------------------------------------------------------------
+# non-constant padding as slice + concat
+# ---------------------------------------------------------------------------------------------
+
+PAD_MODES = ("reflect", "replicate", "circular")
+
+
+def _pad_axis(x: torch.Tensor, dim: int, left: int, right: int, mode: str) -> torch.Tensor:
+    n = x.shape[dim]
+    if mode == "reflect":
+        if left >= n or right >= n:
+            raise ValueError(f"reflect padding ({left}, {right}) must be smaller than the axis size {n}")
+        pieces = [x.narrow(dim, i, 1) for i in range(left, 0, -1)]
+        pieces.append(x)
+        pieces += [x.narrow(dim, n - 1 - i, 1) for i in range(1, right + 1)]
+    elif mode == "replicate":
+        first, last = x.narrow(dim, 0, 1), x.narrow(dim, n - 1, 1)
+        pieces = [first] * left + [x] + [last] * right
+    elif mode == "circular":
+        if left > n or right > n:
+            raise ValueError(f"circular padding ({left}, {right}) must not exceed the axis size {n}")
+        pieces = ([x.narrow(dim, n - left, left)] if left else []) + [x] + ([x.narrow(dim, 0, right)] if right else [])
+    else:
+        raise ValueError(f"unknown padding mode {mode!r}")
+    return torch.cat(pieces, dim) if len(pieces) > 1 else x
+
+
+def pad_by_slices(x: torch.Tensor, pad: Sequence[int], mode: str = "reflect") -> torch.Tensor:
+    """F.pad(x, pad, mode) for mode reflect / replicate / circular, built from slices and one
+    concatenation per padded axis. Bit-exact (data movement only), any input values.
+
+    `pad` is F.pad's tuple (last axis first). Cost: one copy of the padded tensor per padded axis
+    and 2 * pad width one-wide slices; cheap for the small pads of convolutions.
+    """
+    pad = [int(p) for p in pad]
+    if len(pad) % 2 or any(p < 0 for p in pad):
+        raise ValueError(f"pad {pad} must be non-negative pairs")
+    y = x
+    for i in range(len(pad) // 2):
+        left, right = pad[2 * i], pad[2 * i + 1]
+        if left or right:
+            y = _pad_axis(y, x.dim() - 1 - i, left, right, mode)
+    return y
+
+
+@register_handler(F.pad, "patch_reflect_pad")
+def _pad_handler(input, pad, mode="constant", value=None):
+    if mode not in PAD_MODES or input.dim() > 4 or any(int(p) < 0 for p in pad):
+        return NotImplemented
+    return pad_by_slices(input, pad, mode)
+
+
+class SliceConcatPadConv(nn.Module):
+    """A Conv1d / Conv2d with padding_mode reflect / replicate / circular, as explicit
+    slice + concat padding followed by the same conv with no padding. Shares the original's
+    weight and bias. Bit-exact padding; the conv is the original op. With padding 0 the pad step
+    disappears (torch still routes such convs through F.pad, which is the GATHER_ND path)."""
+
+    def __init__(self, conv: nn.Module):
+        super().__init__()
+        self.mode = conv.padding_mode
+        self.pad = tuple(int(p) for p in conv._reversed_padding_repeated_twice)
+        inner = type(conv)(conv.in_channels, conv.out_channels, conv.kernel_size, stride=conv.stride, padding=0,
+                           dilation=conv.dilation, groups=conv.groups, bias=conv.bias is not None,
+                           device=conv.weight.device, dtype=conv.weight.dtype)
+        inner.weight = conv.weight
+        inner.bias = conv.bias
+        self.conv = inner
+
+    def forward(self, x):
+        if any(self.pad):
+            x = pad_by_slices(x, self.pad, self.mode)
+        return self.conv(x)
+
+
+@register("patch_reflect_pad", wall="gather_nd")
+def patch_reflect_pad(model: nn.Module) -> list[Change]:
+    """Conv1d / Conv2d with padding_mode reflect, replicate or circular (padding 0 included) ->
+    `SliceConcatPadConv`. Bit-exact. The functional handler rewrites F.pad in those modes."""
+    changes = []
+    for path, m in named_modules_of(model, (nn.Conv1d, nn.Conv2d)):
+        if path and m.padding_mode in PAD_MODES:
+            set_submodule(model, path, SliceConcatPadConv(m))
+            changes.append(Change(path, f"{type(m).__name__}(padding_mode={m.padding_mode!r}, padding={m.padding}) -> "
+                                        "slice+concat pad + unpadded conv", "patch_reflect_pad", True))
+    return changes

@@ -1,0 +1,188 @@
+"""Wall `identical_or_constant_inputs`: ops whose two inputs are one tensor, or whose inputs are all constants.
+
+'No support of few identical inputs' / 'Expected 1 const input tensor(s)' (LiteRT#9192). Three rewrites:
+
+* `patch_degenerate_softmax`: softmax over a length-1 axis -> ones, x / x -> ones, x - x -> zeros;
+* `l2_normalize` (handler on F.normalize): L2 normalisation without MUL(x, x) (below);
+* `constant_to_input` (implemented in `rewrites.state`, re-exported here): feed one constant operand at run time.
+
+
+L2 normalisation without an op that takes the same tensor twice.
+
+`F.normalize(x, p=2)` (and `torch.linalg.vector_norm`, `x.norm()`, `(x ** 2).sum()`) lowers to
+`MUL(x, x)` (after an ABS) -> SUM -> SQRT -> MAXIMUM -> DIV. Phone GPU delegates decline a node whose
+two inputs are the same tensor (symptom `identical_or_constant_inputs`, google-ai-edge/LiteRT#9192;
+the desktop WebGPU accelerator accepts it, so only the lint sees it here).
+
+`l2_normalize(x, dim)` squares |x| as ABS(x) * MAXIMUM(x, -x): the same values from two different
+tensors, so no node takes one tensor twice; the SUM stays a SUM (a BATCH_MATMUL dot product was
+tried and lost ~2.5e-3 of the norm in fp16 on llvmpipe). Exact: |x| * |x| == x * x bit for bit;
+the result differs from `F.normalize(x, p=2)` only by fp32 summation order (~1e-7).
+`F.normalize` calls are routed here under `GpuRewriteWrapper` (handler name `l2_normalize`).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import Change, register, set_submodule
+from .registry import declare
+from .functional import GpuRewriteMode, register_handler
+from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
+# One implementation of "make a constant operand a runtime input" lives in rewrites.state.
+
+
+
+# ---------------------------------------------------------- identical inputs / constant inputs
+
+def _dim_of(args, kwargs, pos: int, default=None):
+    return args[pos] if len(args) > pos else kwargs.get("dim", default)
+
+
+def _degenerate(x, dim) -> bool:
+    return isinstance(x, torch.Tensor) and isinstance(dim, int) and x.dim() > 0 and x.shape[dim] == 1
+
+
+def _softmax_like(value: float):
+    def handler(input, *args, **kwargs):
+        dim = _dim_of(args, kwargs, 0)
+        dtype = args[2] if len(args) > 2 else kwargs.get("dtype", args[1] if len(args) > 1 and
+                                                          isinstance(args[1], torch.dtype) else None)
+        if not _degenerate(input, dim):
+            return NotImplemented
+        return torch.full(input.shape, value, dtype=dtype or input.dtype)
+    return handler
+
+
+for _fn in (F.softmax, torch.softmax, torch.Tensor.softmax):
+    register_handler(_fn, "patch_degenerate_softmax")(_softmax_like(1.0))
+for _fn in (F.log_softmax, torch.log_softmax, torch.Tensor.log_softmax):
+    register_handler(_fn, "patch_degenerate_softmax")(_softmax_like(0.0))
+
+
+@register("patch_degenerate_softmax", wall="identical_or_constant_inputs")
+def patch_degenerate_softmax(model: nn.Module, *, functional: bool = True) -> list[Change]:
+    """The degenerate special cases of identical / all-constant inputs (wall `identical_or_constant_inputs`).
+
+    * softmax over a length-1 axis -> ones (log_softmax -> zeros). After conversion such a softmax is
+      SUB(x, x) and DIV(e, e); on a constant latent bank (perceiver-style) the ops around it are all-constant.
+    * x / x -> ones, x - x -> zeros (the same tensor object on both sides).
+    The GPU declines DIV / SUB whose two inputs are one tensor ('No support of few identical inputs';
+    reproduced on llvmpipe, LiteRT#9192). Exact for finite inputs (x / x also needs x != 0); where torch
+    gives NaN (an inf / NaN entry, 0 / 0) the rewrite gives 1 (0 for x - x). Functional only (nn.Softmax
+    calls F.softmax, which the handler sees): scopes the handler on `model.forward`.
+    """
+    return [scope_rewrites(model, ["patch_degenerate_softmax"])] if functional else []
+
+
+@register_handler(torch.div, "patch_degenerate_softmax")
+@register_handler(torch.true_divide, "patch_degenerate_softmax")
+@register_handler(torch.Tensor.div, "patch_degenerate_softmax")
+@register_handler(torch.Tensor.__truediv__, "patch_degenerate_softmax")
+def _div_self(input, other=None, *, rounding_mode=None, out=None):
+    if input is not other or rounding_mode is not None or out is not None or not input.dtype.is_floating_point:
+        return NotImplemented
+    return torch.ones_like(input)
+
+
+@register_handler(torch.sub, "patch_degenerate_softmax")
+@register_handler(torch.Tensor.sub, "patch_degenerate_softmax")
+@register_handler(torch.Tensor.__sub__, "patch_degenerate_softmax")
+def _sub_self(input, other=None, *, alpha=1, out=None):
+    if input is not other or alpha != 1 or out is not None or not input.dtype.is_floating_point:
+        return NotImplemented
+    return torch.zeros_like(input)
+
+
+def l2_normalize(x: torch.Tensor, dim: int = -1, eps: float = 1e-12) -> torch.Tensor:
+    """x / max(||x||_2, eps) along `dim`, like F.normalize(x, p=2, dim, eps)."""
+    # |x| twice, by two different ops (ABS and MAXIMUM(x, -x)): equal values, different tensors
+    squared = (x.abs() * torch.maximum(x, -x)).sum(dim, keepdim=True)
+    return x / torch.sqrt(squared).clamp(min=eps)
+
+
+@register_handler(F.normalize, "l2_normalize")
+def _normalize_handler(input, p=2.0, dim=1, eps=1e-12, out=None):
+    if p != 2 or out is not None:
+        return NotImplemented
+    return l2_normalize(input, dim, eps)
+
+
+# ------------------------------------------------------- relative-position buckets (all-constant ops)
+
+def _static_key(*values):
+    try:
+        return tuple(int(v) for v in values)
+    except (TypeError, ValueError):                    # symbolic sizes (dynamic shapes): no cache
+        return None
+
+
+def _exporting() -> bool:
+    is_exporting = getattr(torch.compiler, "is_exporting", None)
+    return bool(is_exporting and is_exporting())
+
+
+class _CachedBias:
+    """`compute_bias` with the bucket ids computed eagerly once per (query, key, past) length and
+    reused as a constant while tracing (see `patch_relative_position_bias`)."""
+
+    def __init__(self, module):
+        self.module = module
+        self.original = type(module).compute_bias
+        self.buckets: dict[tuple, torch.Tensor] = {}
+
+    def __call__(self, query_length, key_length, device=None, past_seen_tokens=0, **kwargs):
+        m = self.module
+        key = _static_key(query_length, key_length, past_seen_tokens)
+        if key is None or kwargs:
+            return self.original(m, query_length, key_length, device, past_seen_tokens, **kwargs)
+        if key not in self.buckets:
+            if _exporting():
+                return self.original(m, query_length, key_length, device, past_seen_tokens)
+            q, k, past = key
+            rel = torch.arange(k)[None, :] - (torch.arange(q)[:, None] + past)
+            self.buckets[key] = m._relative_position_bucket(
+                rel, bidirectional=not getattr(m, "is_decoder", False),
+                num_buckets=m.relative_attention_num_buckets, max_distance=m.relative_attention_max_distance)
+        values = m.relative_attention_bias(self.buckets[key])          # [q, k, heads]
+        return values.permute([2, 0, 1]).unsqueeze(0)
+
+
+def _has_relative_bias(m) -> bool:
+    return (callable(getattr(type(m), "compute_bias", None)) and callable(getattr(m, "_relative_position_bucket", None))
+            and isinstance(getattr(m, "relative_attention_bias", None), nn.Embedding)
+            and hasattr(m, "relative_attention_num_buckets") and hasattr(m, "relative_attention_max_distance"))
+
+
+@register("patch_relative_position_bias", wall="identical_or_constant_inputs")
+def patch_relative_position_bias(model: nn.Module, example_inputs=None) -> list[Change]:
+    """T5-family relative position bias (T5, mT5, UMT5, LongT5, ...) without all-constant ops.
+
+    `compute_bias(q, k)` builds bucket ids from `arange` through ABS / LOG / MINIMUM / SELECT: ops whose
+    inputs are all constants, which the converter does not fold and the GPU rejects ('Expected 0 const
+    input tensor(s)'). The patch computes the bucket ids eagerly with the module's own
+    `_relative_position_bucket` (one forward on `example_inputs` fills the cache per sequence length)
+    and feeds them to the bias embedding as a constant while tracing. Exact: the same integer ids, the
+    same embedding rows. Lengths not seen in the example forward (or symbolic) use the original code."""
+    changes = []
+    for path, m in model.named_modules():
+        if not _has_relative_bias(m) or isinstance(m.__dict__.get("compute_bias"), _CachedBias):
+            continue
+        m.compute_bias = _CachedBias(m)
+        changes.append(Change(path, f"{type(m).__name__}.compute_bias -> bucket ids computed once, constant "
+                                    "while tracing", "patch_relative_position_bias", True))
+    if changes and example_inputs is not None:
+        from ..convert import split_example_inputs
+
+        args, kw = split_example_inputs(example_inputs)
+        with torch.no_grad():
+            model(*args, **kw)
+    return changes
+
+
+declare("l2_normalize", wall="identical_or_constant_inputs")

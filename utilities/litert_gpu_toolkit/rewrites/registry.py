@@ -1,0 +1,153 @@
+"""The rewrite registry: every rewrite's name, the wall (symptom id) it removes, and how to select them.
+
+Two kinds of rewrite register here, both scoped so nothing outlives an export:
+  * module patches -- `@register(name, wall=...)` on `patch_*(model) -> list[Change]`: replace
+    submodules in place; they change only the model they are given;
+  * functional handlers -- `register_handler(torch_callable, name)`: catch functional spellings
+    (F.pad, torch.where, Tensor.expand, ...) while `functional.GpuRewriteMode` is active, i.e. only
+    inside `GpuRewriteWrapper.forward` (including under torch.export). A handler whose name has no
+    module patch declares its wall with `declare(name, wall=...)`.
+
+The wall names the module: the rewrites for symptom `gather_nd` live in `rewrites/gather_nd/`, those
+for `amax` in `rewrites/amax.py` (tests/toolkit/rewrites/test_registry.py holds every one to that).
+Importing this module imports no torch; `load_rewrites()` imports the rewrite modules (and torch).
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Change:
+    """One rewrite applied to one place in a model."""
+    path: str          # module path ("" for the root), or "functional:<fn>" for a functional spelling
+    what: str          # e.g. "PixelShuffle(2) -> rank-4 depth-to-space"
+    rewrite: str       # toolkit name, e.g. "patch_pixel_shuffle"
+    exact: bool        # True = equal to fp32 rounding; False = approximation (opt-in only)
+
+
+@dataclass(frozen=True)
+class PatchSpec:
+    name: str
+    fn: Callable | None   # fn(model, **kwargs) -> list[Change]; None for a functional-only rewrite
+    exact: bool
+    wall: str             # the symptom id (litert_gpu_toolkit.symptoms) this rewrite removes = its module
+    default: bool         # applied by apply_patches() / convert_for_gpu unless excluded
+
+
+PATCHES: dict[str, PatchSpec] = {}          # module patches
+FUNCTIONAL: dict[str, PatchSpec] = {}       # functional-only rewrites (no module patch of that name)
+# torch callable -> list of (rewrite name, handler). Handlers run with the mode disabled.
+HANDLERS: dict[Callable, list[tuple[str, Callable]]] = {}
+
+# Every rewrite module, named for the symptom id of the wall it removes. A module that is missing (a
+# partial vendoring of the toolkit) is skipped and listed by `load_rewrites()`; a module that is there
+# but fails to import raises: a broken rewrite must not pass silently.
+REWRITE_MODULES = ("gather_nd", "rank_gt_4", "cumsum", "constant_resize", "transpose_conv", "select", "broadcast_to",
+                   "masked_attention", "output_aliasing", "relu_0_to_1", "identical_or_constant_inputs", "amax",
+                   "split", "linear_channel_attention", "fft", "reverse_v2", "grouped_conv", "fp16_overflow",
+                   "fp16_silent_zero", "constant_blowup")
+_MISSING: list[str] = []
+_LOADED = False
+
+
+def register(name: str, *, wall: str, exact: bool = True, default: bool = True):
+    """Decorator: make a module patch known to `apply_patches` and the symptom table checks."""
+    def deco(fn):
+        PATCHES[name] = PatchSpec(name, fn, exact, wall, default)
+        return fn
+    return deco
+
+
+def declare(name: str, *, wall: str, exact: bool = True, default: bool = True) -> None:
+    """Declare a functional-only rewrite (handlers registered under `name`, no module patch)."""
+    FUNCTIONAL[name] = PatchSpec(name, None, exact, wall, default)
+
+
+def register_handler(func: Callable, name: str):
+    """Decorator: route calls of the torch callable `func` to the handler while rewrite `name` is active."""
+    def deco(handler):
+        HANDLERS.setdefault(func, []).append((name, handler))
+        return handler
+    return deco
+
+
+def spec_of(name: str) -> PatchSpec | None:
+    return PATCHES.get(name) or FUNCTIONAL.get(name)
+
+
+def load_rewrites() -> list[str]:
+    """Import every rewrite module that exists; return the names of those that do not."""
+    global _LOADED
+    if not _LOADED:
+        for name in REWRITE_MODULES:
+            full = f"{__package__}.{name}"
+            try:
+                importlib.import_module(full)
+            except ModuleNotFoundError as e:
+                if e.name != full:          # the module exists but one of *its* imports is missing
+                    raise
+                _MISSING.append(name)
+        _LOADED = True
+    return list(_MISSING)
+
+
+def handler_names() -> list[str]:
+    names: list[str] = []
+    for entries in HANDLERS.values():
+        names += [n for n, _ in entries if n not in names]
+    return names
+
+
+def known_rewrites() -> list[str]:
+    """Every rewrite name `include` / `only` / `exclude` accept: module patches and functional handlers."""
+    load_rewrites()
+    return sorted(set(PATCHES) | set(FUNCTIONAL) | set(handler_names()))
+
+
+def check_names(names, what: str = "include") -> None:
+    """Raise ValueError naming the unknown rewrite names and the known ones."""
+    if names is None:
+        return
+    if isinstance(names, str):
+        raise ValueError(f"{what} must be a list of rewrite names, not the string {names!r}")
+    unknown = sorted(set(names) - set(known_rewrites()))
+    if unknown:
+        raise ValueError(f"unknown rewrite names in {what}: {unknown}; known: {', '.join(known_rewrites())}")
+
+
+def selected(name: str, include, exclude, approximate: bool, only=None) -> bool:
+    """include: opt-in names added to the defaults; only: nothing but these; exclude: never these."""
+    spec = spec_of(name)
+    include = include or set()
+    if only is not None and name not in only:
+        return False
+    if name in exclude:
+        return False
+    if spec is not None and not spec.exact and not approximate:
+        return False
+    if spec is not None and not spec.default and name not in include and (only is None or name not in only):
+        return False
+    return True
+
+
+def functional_selection(include=None, exclude=None, approximate: bool = False, only=None) -> list[str]:
+    """The functional handler names `convert_for_gpu` activates for these filters."""
+    load_rewrites()
+    exclude = set(exclude or ())
+    include = set(include or ())
+    only = None if only is None else set(only)
+    return [n for n in handler_names() if selected(n, include, exclude, approximate, only)]
+
+
+def named_modules_of(model, cls) -> list[tuple[str, object]]:
+    return [(n, m) for n, m in model.named_modules() if isinstance(m, cls)]
+
+
+def set_submodule(model, path: str, new) -> None:
+    """Replace the submodule at dotted `path` (not the root) with `new`."""
+    parent_path, _, leaf = path.rpartition(".")
+    parent = model.get_submodule(parent_path) if parent_path else model
+    setattr(parent, leaf, new)
