@@ -25,11 +25,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "utilities"))
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from torch import nn  # noqa: E402
+import torch
+import torch.nn.functional as F
+from torch import nn
 
-from litert_gpu_toolkit.export import export_tflite, signature_inputs  # noqa: E402
+from litert_gpu_toolkit.export import export_tflite, signature_inputs
 from litert_gpu_toolkit.rewrites.transpose_conv import (
     ConvTSpec,
     PolyphaseConvT1d,
@@ -43,7 +43,7 @@ from litert_gpu_toolkit.rewrites.select import arith_where, patch_select
 from litert_gpu_toolkit.rewrites.amax import channel_max
 from litert_gpu_toolkit.rewrites.relu_0_to_1 import clamp01
 from litert_gpu_toolkit.rewrites.broadcast_to import expand_by_cat, repeat_kv_cat
-from litert_gpu_toolkit.runtime import compile_and_run  # noqa: E402
+from litert_gpu_toolkit.runtime import compile_and_run
 
 README = ROOT / "utilities" / "litert_gpu_toolkit" / "README.md"
 BEGIN, END = "<!-- bench_rewrites:begin -->", "<!-- bench_rewrites:end -->"
@@ -174,7 +174,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, default=ROOT / "artifacts" / "bench_rewrites.json")
     args = parser.parse_args(argv)
     torch.manual_seed(0)
-    rows, records, adapter = [], [], None
+    records, adapter = [], None
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         conv_rows = []
@@ -191,24 +191,34 @@ def main(argv=None) -> int:
             records.append({"case": label, "macs": macs, "results": res})
             n, z, p = res["native"], res["zerostuff"], res["polyphase"]
             conv_rows.append(
-                f"| {label} | {fmt_macs(macs['native'])} / {fmt_macs(macs['zerostuff'])} / {fmt_macs(macs['polyphase'])} "
+                f"| {label} | {fmt_macs(macs['native'])} / {fmt_macs(macs['zerostuff'])} / "
+                f"{fmt_macs(macs['polyphase'])} "
                 f"| {fmt_ms(n['cpu'])} / {fmt_ms(z['cpu'])} / {fmt_ms(p['cpu'])} "
                 f"| {fmt_ms(n['gpu'])} / {fmt_ms(z['gpu'])} / {fmt_ms(p['gpu'])} "
-                f"| {ratio(z['gpu'], p['gpu'])} | {ratio(n['gpu'], p['gpu'])} |")
+                f"| {ratio(z['gpu'], p['gpu'])} | {ratio(n['gpu'], p['gpu'])} |"
+            )
         other_rows = []
         for label, orig, rewritten, inputs in other_cases(args.quick):
             res = {}
             for form, module in (("original", orig), ("rewrite", rewritten)):
                 path = tmp / f"{len(records)}_{form}.tflite"
                 err = convert(module, inputs, path)
-                res[form] = {acc: (measure(module, inputs, path, acc, args.repeats) if not err else
-                                   {"status": f"no convert ({err})", "ms": None}) for acc in ("cpu", "gpu")}
+                res[form] = {
+                    acc: (
+                        measure(module, inputs, path, acc, args.repeats)
+                        if not err
+                        else {"status": f"no convert ({err})", "ms": None}
+                    )
+                    for acc in ("cpu", "gpu")
+                }
             records.append({"case": label, "results": res})
             o, r = res["original"], res["rewrite"]
-            other_rows.append(f"| {label} | {fmt_ms(o['cpu'])} / {fmt_ms(r['cpu'])} | {ratio(o['cpu'], r['cpu'])} "
-                              f"| {fmt_ms(o['gpu'])} / {fmt_ms(r['gpu'])} | {ratio(o['gpu'], r['gpu'])} |")
+            other_rows.append(
+                f"| {label} | {fmt_ms(o['cpu'])} / {fmt_ms(r['cpu'])} | {ratio(o['cpu'], r['cpu'])} "
+                f"| {fmt_ms(o['gpu'])} / {fmt_ms(r['gpu'])} | {ratio(o['gpu'], r['gpu'])} |"
+            )
         kernel_rows = []
-        for label, module, inputs, macs in ([] if args.quick else kernel_cases()):
+        for label, module, inputs, macs in [] if args.quick else kernel_cases():
             path = tmp / f"kernel_{len(kernel_rows)}.tflite"
             err = convert(module, inputs, path)
             r = measure(module, inputs, path, "gpu", args.repeats) if not err else {"status": err, "ms": None}
@@ -217,23 +227,31 @@ def main(argv=None) -> int:
             kernel_rows.append(f"| {label} | {fmt_macs(macs)} | {fmt_ms(r)} | {rate} |")
     import ai_edge_litert  # noqa: F401  (version for the label)
     from importlib.metadata import version
-    machine = (f"GPU: {adapter or 'none'} (software Vulkan), ai-edge-litert {version('ai-edge-litert')}; "
-               f"CPU: {os.cpu_count()}-core {platform.machine()}; load average at the end "
-               f"{os.getloadavg()[0]:.1f}; median of {args.repeats} runs")
-    table = "\n".join([
-        f"Measured with `python scripts/bench_rewrites.py{' --quick' if args.quick else ''}` on {machine}.",
-        "",
-        "| transposed conv | MACs native / zero-stuff / polyphase | CPU ms native / zero-stuff / polyphase "
-        "| GPU ms native / zero-stuff / polyphase | GPU zero-stuff / polyphase | GPU native / polyphase |",
-        "|---|---|---|---|---|---|",
-        *conv_rows,
-        "",
-        "| rewrite | CPU ms original / rewrite | CPU ratio | GPU ms original / rewrite | GPU ratio |",
-        "|---|---|---|---|---|",
-        *other_rows,
-        *(["", "| GPU kernel probe | MACs | GPU ms | GMAC/s |", "|---|---|---|---|", *kernel_rows]
-          if kernel_rows else []),
-    ])
+
+    machine = (
+        f"GPU: {adapter or 'none'} (software Vulkan), ai-edge-litert {version('ai-edge-litert')}; "
+        f"CPU: {os.cpu_count()}-core {platform.machine()}; load average at the end "
+        f"{os.getloadavg()[0]:.1f}; median of {args.repeats} runs"
+    )
+    table = "\n".join(
+        [
+            f"Measured with `python scripts/bench_rewrites.py{' --quick' if args.quick else ''}` on {machine}.",
+            "",
+            "| transposed conv | MACs native / zero-stuff / polyphase | CPU ms native / zero-stuff / polyphase "
+            "| GPU ms native / zero-stuff / polyphase | GPU zero-stuff / polyphase | GPU native / polyphase |",
+            "|---|---|---|---|---|---|",
+            *conv_rows,
+            "",
+            "| rewrite | CPU ms original / rewrite | CPU ratio | GPU ms original / rewrite | GPU ratio |",
+            "|---|---|---|---|---|",
+            *other_rows,
+            *(
+                ["", "| GPU kernel probe | MACs | GPU ms | GMAC/s |", "|---|---|---|---|", *kernel_rows]
+                if kernel_rows
+                else []
+            ),
+        ]
+    )
     print(table)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"machine": machine, "cases": records}, indent=2, default=str) + "\n")

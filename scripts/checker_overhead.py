@@ -18,10 +18,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "utilities"))
 
-from litert_gpu_toolkit.checker import check_gpu_compatibility  # noqa: E402
-from litert_gpu_toolkit.inputs import make_inputs  # noqa: E402
-from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
-from litert_gpu_toolkit.runtime import compile_and_run  # noqa: E402
+from litert_gpu_toolkit.checker import check_gpu_compatibility
+from litert_gpu_toolkit.inputs import make_inputs
+from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.runtime import compile_and_run
 
 
 def build(path: Path) -> None:

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from architectures import _ZOO, ZOO  # noqa: E402  (the zoo is a folder of scripts, not a package)
+from architectures import _ZOO, ZOO  # the zoo is a folder of scripts, not a package
 
 DEFAULT_OUT = Path(__file__).resolve().parent
 TIMEOUT_S = 1500.0
@@ -259,25 +259,38 @@ def render_table(rows: dict[str, ZooRow], env: dict) -> str:
         res = (g.residency if g else "").replace("GPU residency: ", "").replace("|", "/")
         why = _why(r).replace("|", "/").replace("\n", " ")
         lines.append(
-            f"| {r.name} | {r.domain} | {r.params:,} | {p.verdict if p else '-'} | {_fmt_corr(p.corr_fp16 if p else None)} "
+            f"| {r.name} | {r.domain} | {r.params:,} | {p.verdict if p else '-'} | "
+            f"{_fmt_corr(p.corr_fp16 if p else None)} "
             f"| {g.verdict if g else '-'} | {res or '-'} | {_fmt_corr(g.corr_fp16 if g else None)} "
-            f"| {', '.join(g.rewrites) if g and g.rewrites else '-'} | {r.seconds:.0f} | {why[:240]} |")
+            f"| {', '.join(g.rewrites) if g and g.rewrites else '-'} | {r.seconds:.0f} | {why[:240]} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 # ------------------------------------------------------------------------------------------ CLI
 
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder for results.json and README.md "
-                                                                  "(default: the repository's zoo/)")
-    p.add_argument("--fast", action="store_true", help="only the CI subset: " + ", ".join(
-        m.name for m in _ZOO if m.fast))
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help="folder for results.json and README.md (default: the repository's zoo/)",
+    )
+    p.add_argument(
+        "--fast", action="store_true", help="only the CI subset: " + ", ".join(m.name for m in _ZOO if m.fast)
+    )
     p.add_argument("--only", default="", help="comma-separated model names (see --list)")
     p.add_argument("--rerun", action="store_true", help="redo models already in results.json (default: resume)")
     p.add_argument("--list", action="store_true", help="list the models and exit")
     p.add_argument("--table-only", action="store_true", help="regenerate README.md from results.json and exit")
-    p.add_argument("--merge", type=Path, metavar="DIR", help="copy the rows of DIR/results.json (a parallel run, "
-                   "e.g. --only X --out DIR) into this results.json, regenerate README.md, and exit")
+    p.add_argument(
+        "--merge",
+        type=Path,
+        metavar="DIR",
+        help="copy the rows of DIR/results.json (a parallel run, "
+        "e.g. --only X --out DIR) into this results.json, regenerate README.md, and exit",
+    )
     p.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per model (default %(default)s)")
     p.add_argument("--_worker", help=argparse.SUPPRESS)
     p.add_argument("--_workdir", type=Path, help=argparse.SUPPRESS)
@@ -337,8 +350,11 @@ def run(args: argparse.Namespace) -> int:
             save_results(results, rows, env)
             (args.out / "README.md").write_text(render_table(rows, env))
             g = row.gpu
-            print(f"    plain {row.plain.verdict if row.plain else '-'}  convert_for_gpu {g.verdict if g else '-'} "
-                  f"corr {_fmt_corr(g.corr_fp16 if g else None)}  {row.seconds:.0f}s  {_why(row)[:200]}", flush=True)
+            print(
+                f"    plain {row.plain.verdict if row.plain else '-'}  convert_for_gpu {g.verdict if g else '-'} "
+                f"corr {_fmt_corr(g.corr_fp16 if g else None)}  {row.seconds:.0f}s  {_why(row)[:200]}",
+                flush=True,
+            )
     selected = [rows[n] for n in names if n in rows]
     passed = sum(r.passed for r in selected)
     print(f"zoo: {passed}/{len(selected)} PASS through convert_for_gpu -> {results}")
@@ -346,8 +362,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python zoo/run_zoo.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python zoo/run_zoo.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

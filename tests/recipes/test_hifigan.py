@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "models" / "audio" / "hifigan" / "converted"
 sys.path.insert(0, str(RECIPE))
 
-import hifigan  # noqa: E402
+import hifigan
 
 FRAMES, CONTEXT = 16, 4
 

@@ -93,7 +93,8 @@ def test_l2_normalize_matches_f_normalize_and_has_no_identical_input_node(tmp_pa
 
 @pytest.mark.gpu
 def test_phone_path_takes_samples_too(gpu, tmp_path, monkeypatch):
-    """run_on_device(<phone>, {sig: [samples]}) -- one job per sample over the adb TEST DOUBLE (tests/toolkit/phone/fakes/adb)."""
+    """run_on_device(<phone>, {sig: [samples]}) -- one job per sample over the adb TEST DOUBLE
+    (tests/toolkit/phone/fakes/adb)."""
     import os
     import sys
 
@@ -106,8 +107,10 @@ def test_phone_path_takes_samples_too(gpu, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{fakes}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_ADB_ROOT", str(root))
     monkeypatch.setenv("FAKE_ADB_PYTHON", sys.executable)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).resolve().parents[2] / "utilities"),
-                                                      os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv(
+        "PYTHONPATH",
+        os.pathsep.join([str(Path(__file__).resolve().parents[2] / "utilities"), os.environ.get("PYTHONPATH", "")]),
+    )
     monkeypatch.delenv("ANDROID_SERIAL", raising=False)
     phone = load_registry()["pixel8"]
     build = tmp_path / "build"

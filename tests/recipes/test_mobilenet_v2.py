@@ -16,7 +16,7 @@ import pytest
 RECIPE = Path(__file__).resolve().parents[2] / "models" / "vision" / "mobilenet_v2" / "converted"
 sys.path.insert(0, str(RECIPE))
 torch = pytest.importorskip("torch")
-import mobilenet_v2 as mnv2  # noqa: E402
+import mobilenet_v2 as mnv2
 
 PHOTOS = ["chelsea", "coffee", "astronaut"]
 

@@ -16,7 +16,7 @@ import pytest
 RECIPE = Path(__file__).resolve().parents[2] / "models" / "vision" / "mtcnn" / "converted"
 sys.path.insert(0, str(RECIPE))
 torch = pytest.importorskip("torch")
-import mtcnn  # noqa: E402
+import mtcnn
 
 E2E_PHOTOS = ["astronaut", "astronaut_pair"]
 

@@ -22,7 +22,7 @@ from litert_gpu_toolkit.rewrites.output_aliasing import find_aliased_outputs, ou
 RECIPE = Path(__file__).resolve().parents[2] / "models" / "audio" / "silero_vad" / "converted"
 sys.path.insert(0, str(RECIPE))
 
-import vad_net  # noqa: E402
+import vad_net
 
 
 def run_script(name: str, *args, timeout: float = 600) -> subprocess.CompletedProcess:

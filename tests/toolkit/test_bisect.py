@@ -4,7 +4,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
 import torch
 import torch.nn as nn
 

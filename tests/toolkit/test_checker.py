@@ -74,13 +74,19 @@ def models(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("checker_models")
     out = {}
-    for name, module, args in [("clean", Clean(), (torch.randn(1, 3, 16, 16),)), ("gather", IndexSelect(), (torch.randn(1, 8, 16),)),
-                               ("rank5", Rank5(), (torch.randn(1, 8, 4, 16),)),
-                               ("rmsnorm", LoudRMSNorm(), (torch.randn(1, 8, 64),)),
-                               ("meansq", MeanOfSquares(), (torch.randn(1, 8, 64),))]:
+    for name, module, args in [
+        ("clean", Clean(), (torch.randn(1, 3, 16, 16),)),
+        ("gather", IndexSelect(), (torch.randn(1, 8, 16),)),
+        ("rank5", Rank5(), (torch.randn(1, 8, 4, 16),)),
+        ("rmsnorm", LoudRMSNorm(), (torch.randn(1, 8, 64),)),
+        ("meansq", MeanOfSquares(), (torch.randn(1, 8, 64),)),
+    ]:
         out[name] = export_tflite(module.eval(), args, root / f"{name}.tflite")
-    multi = (litert_torch.signature("two_outputs", TwoOutputs().eval(), (torch.randn(1, 4, 8),))
-             .signature("embed", Embed().eval(), (torch.randn(1, 6, 8), torch.randint(0, 30, (1, 6)))).convert())
+    multi = (
+        litert_torch.signature("two_outputs", TwoOutputs().eval(), (torch.randn(1, 4, 8),))
+        .signature("embed", Embed().eval(), (torch.randn(1, 6, 8), torch.randint(0, 30, (1, 6))))
+        .convert()
+    )
     multi.export(str(root / "multi.tflite"))
     out["multi"] = root / "multi.tflite"
     return out
@@ -88,6 +94,7 @@ def models(tmp_path_factory):
 
 def _lines(report, **kw):
     import io
+
     buf = io.StringIO()
     print_report(report, file=buf, **kw)
     return buf.getvalue().splitlines()
@@ -177,8 +184,9 @@ def test_reference_from_the_source_model(gpu, models, tmp_path):
     good = check_gpu_compatibility(models["clean"], reference={"output_0": source_out}, precisions=("fp16",))
     ref = good.signatures["serving_default"]["output_0"]["vs_reference"]
     assert good.verdict == "PASS" and set(ref) == {"cpu", "gpu_fp16"} and ref["gpu_fp16"]["corr"] > 0.999
-    bad = check_gpu_compatibility(models["clean"], reference={"serving_default": {"output_0": -source_out}},
-                                  precisions=("fp16",))
+    bad = check_gpu_compatibility(
+        models["clean"], reference={"serving_default": {"output_0": -source_out}}, precisions=("fp16",)
+    )
     assert bad.verdict == "NUMERICS_FAIL"
     assert any("the conversion changed the numbers" in p for p in bad.problems)
     assert bad.suggestions[0]["symptom"] == "conversion_mismatch"
@@ -190,8 +198,19 @@ def test_cli_with_npz_inputs_and_reference(gpu, models, tmp_path, capsys):
     first = check_gpu_compatibility(models["clean"], inputs={"args_0": x}, precisions=("fp16",))
     np.savez(tmp_path / "ref.npz", output_0=first.outputs["cpu"]["serving_default"]["output_0"])
     out = tmp_path / "report.json"
-    code = cli_main(["check", str(models["clean"]), "--inputs", str(tmp_path / "in.npz"), "--reference",
-                     str(tmp_path / "ref.npz"), "--json", str(out), "--fp16-only"])
+    code = cli_main(
+        [
+            "check",
+            str(models["clean"]),
+            "--inputs",
+            str(tmp_path / "in.npz"),
+            "--reference",
+            str(tmp_path / "ref.npz"),
+            "--json",
+            str(out),
+            "--fp16-only",
+        ]
+    )
     assert code == 0, capsys.readouterr().out
     data = json.loads(out.read_text())
     assert data["verdict"] == "PASS" and data["inputs"][0]["source"] == "caller array"
@@ -203,6 +222,7 @@ def test_dynamic_dims_resolve_to_one_or_the_callers_shape(gpu, tmp_path):
     def dynamic(m):
         for t in m.subgraphs[0].tensors:
             t.shapeSignature = [1, -1, 8, 4]
+
     path = tmp_path / "dyn.tflite"
     path.write_bytes(edited_add_model(dynamic))
     default = check_gpu_compatibility(path, precisions=("fp16",))
@@ -215,6 +235,7 @@ def test_dynamic_dims_resolve_to_one_or_the_callers_shape(gpu, tmp_path):
 def test_model_without_signatures_is_checked(gpu, tmp_path):
     def no_sigs(m):
         m.signatureDefs = []
+
     path = tmp_path / "nosig.tflite"
     path.write_bytes(edited_add_model(no_sigs))
     report = check_gpu_compatibility(path, precisions=("fp16",))

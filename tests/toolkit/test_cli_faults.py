@@ -448,7 +448,7 @@ def test_structural_mutants_raise_only_the_toolkits_errors(monkeypatch):
 
     def mutate(m):
         sg, what = m.subgraphs[0], rng.randrange(8)
-        pick = lambda k: [rng.choice(values) for _ in range(k)]  # noqa: E731
+        pick = lambda k: [rng.choice(values) for _ in range(k)]
         if what == 0:
             sg.operators[0].inputs = pick(rng.randint(0, 3))
         elif what == 1:
@@ -547,7 +547,7 @@ def test_worker_killed_from_outside_is_not_blamed_on_the_model(monkeypatch):
 def test_unwritable_output_paths_are_named_before_any_work(tmp_path, monkeypatch):
     """A read-only current directory cannot be made as root (root writes anyway), so os.access is the
     TEST DOUBLE here: it says no for the folder, as it would for an ordinary user in a read-only cwd."""
-    from litert_gpu_toolkit.cli import output_path_problem
+    from litert_gpu_toolkit.arguments import output_path_problem
 
     monkeypatch.chdir(tmp_path)
     assert output_path_problem("report.json") is None
@@ -591,10 +591,15 @@ def main() -> int:
             total += 1
             clean += out.clean
             wording += out.clean_but_wording
-            print(f"{case.cls:<5d} {'yes' if out.clean else 'NO':5s} {case.name}" + ("" if out.clean else f"  [{out.why}]"),
-                  flush=True)
-    print(f"clean: {clean} of {total}; {wording} more are clean except for the expected words in the message "
-          "(judge those by reading the message)")
+            print(
+                f"{case.cls:<5d} {'yes' if out.clean else 'NO':5s} {case.name}"
+                + ("" if out.clean else f"  [{out.why}]"),
+                flush=True,
+            )
+    print(
+        f"clean: {clean} of {total}; {wording} more are clean except for the expected words in the message "
+        "(judge those by reading the message)"
+    )
     return 0 if clean == total else 1
 
 

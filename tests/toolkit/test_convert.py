@@ -6,7 +6,6 @@ import torch
 from torch import nn
 
 import litert_gpu_toolkit
-from litert_gpu_toolkit import convert as convert_mod
 from litert_gpu_toolkit.convert import apply_patches, convert_for_gpu, functional_selection, load_rewrites
 from litert_gpu_toolkit.model_info import read_model_info
 from litert_gpu_toolkit.rewrites import PATCHES, Change, register

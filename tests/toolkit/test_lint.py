@@ -207,17 +207,12 @@ def _rewritten(symptom):
         from litert_gpu_toolkit.rewrites.rank_gt_4 import lower_rank_views
         return lower_rank_views(cls()), args
     if symptom == "select":
-        from litert_gpu_toolkit.rewrites import elementwise  # noqa: F401  (registers the torch.where handler)
         return GpuRewriteWrapper(cls(), include=["patch_select"]), args
     if symptom == "relu_0_to_1":
-        from litert_gpu_toolkit.rewrites.relu_0_to_1 import patch_hardsigmoid
-        from litert_gpu_toolkit.rewrites import elementwise  # noqa: F401
         return GpuRewriteWrapper(cls(), include=["patch_hardsigmoid"]), args
     if symptom == "broadcast_to":
-        from litert_gpu_toolkit.rewrites import elementwise  # noqa: F401
         return GpuRewriteWrapper(cls(), include=["patch_repeat_kv", "patch_broadcast_to"]), args
     if symptom == "identical_or_constant_inputs":
-        from litert_gpu_toolkit.rewrites import elementwise  # noqa: F401
         return GpuRewriteWrapper(cls(), include=["patch_degenerate_softmax"]), args
     if symptom == "cast":
         class FloatMask(nn.Module):

@@ -78,7 +78,7 @@ def test_tiling_round_trip(h, w, tile, overlap, scale):
     rng = np.random.default_rng(0)
     image = rng.random((h, w, 3), dtype=np.float32)
     tiles, where = split(image, tile, overlap)
-    up = lambda t: np.repeat(np.repeat(t, scale, 0), scale, 1)  # noqa: E731 -- a per-pixel "model"
+    up = lambda t: np.repeat(np.repeat(t, scale, 0), scale, 1)  # a per-pixel "model"
     out = stitch([up(t) for t in tiles], where, (h, w), tile, scale)
     np.testing.assert_array_equal(out, up(image))
     assert positions(h, tile, overlap)[-1] == h - tile

@@ -29,5 +29,7 @@ def test_adapter_line():
 
 
 def test_no_adapter():
-    info = parse_gpu_log("ERROR: [delegate_webgpu.cc:359] Failed to initialize WebGPU environment: INTERNAL: No adapters found")
+    info = parse_gpu_log(
+        "ERROR: [delegate_webgpu.cc:359] Failed to initialize WebGPU environment: INTERNAL: No adapters found"
+    )
     assert info.no_gpu_reason and not info.rejected

@@ -103,10 +103,12 @@ COMMANDS = ("check", "gpu-info", "bisect", "lint", "phone")
 
 @pytest.mark.parametrize("argv", [["--help"]] + [[c, "--help"] for c in COMMANDS])
 def test_help_never_imports_torch(argv):
-    code = ("import sys\nfrom litert_gpu_toolkit.cli import main\n"
-            f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
-            "heavy = sorted(m for m in ('torch', 'litert_torch', 'transformers', 'ai_edge_litert') if m in sys.modules)\n"
-            "print('HEAVY', heavy)\n")
+    code = (
+        "import sys\nfrom litert_gpu_toolkit.cli import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "heavy = sorted(m for m in ('torch', 'litert_torch', 'transformers', 'ai_edge_litert') if m in sys.modules)\n"
+        "print('HEAVY', heavy)\n"
+    )
     out = _python(code)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "HEAVY []" in out.stdout, out.stdout[-500:]
@@ -121,13 +123,16 @@ def tiny_tflite(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("argv", [["lint", "{m}"], ["check", "{m}", "--fp16-only", "--timeout", "120"],
-                                  ["gpu-info", "--timeout", "120"]])
+@pytest.mark.parametrize(
+    "argv", [["lint", "{m}"], ["check", "{m}", "--fp16-only", "--timeout", "120"], ["gpu-info", "--timeout", "120"]]
+)
 def test_check_lint_gpu_info_never_import_torch(argv, tiny_tflite):
     argv = [a.format(m=tiny_tflite) for a in argv]
-    code = ("import sys\nfrom litert_gpu_toolkit.cli import main\n"
-            f"rc = main({argv!r})\n"
-            "print('RC', rc, 'TORCH', 'torch' in sys.modules)\n")
+    code = (
+        "import sys\nfrom litert_gpu_toolkit.cli import main\n"
+        f"rc = main({argv!r})\n"
+        "print('RC', rc, 'TORCH', 'torch' in sys.modules)\n"
+    )
     out = _python(code, timeout=300)
     assert "TORCH False" in out.stdout, out.stdout[-1000:] + out.stderr[-1000:]
 
@@ -137,8 +142,9 @@ def test_help_is_fast():
     best = float("inf")
     for _ in range(5):
         t = time.perf_counter()
-        out = subprocess.run([sys.executable, "-m", "litert_gpu_toolkit", "--help"], capture_output=True, text=True,
-                             timeout=60, cwd=ROOT)
+        out = subprocess.run(
+            [sys.executable, "-m", "litert_gpu_toolkit", "--help"], capture_output=True, text=True, timeout=60, cwd=ROOT
+        )
         best = min(best, time.perf_counter() - t)
         assert out.returncode == 0 and "check" in out.stdout
     assert best < 0.5, f"--help took {best:.2f} s"

@@ -9,7 +9,7 @@ import pytest
 from litert_gpu_toolkit.symptoms import BY_ID, SYMPTOMS, for_log, for_numeric, for_op, suggestions
 
 ROOT = Path(__file__).resolve().parents[2]
-from litert_gpu_toolkit.rewrites.registry import REWRITE_MODULES as _REWRITES  # noqa: E402
+from litert_gpu_toolkit.rewrites.registry import REWRITE_MODULES as _REWRITES
 
 REWRITE_MODULES = ["litert_gpu_toolkit.rewrites." + m for m in _REWRITES] + \
                   ["litert_gpu_toolkit.convert", "litert_gpu_toolkit.bisect", "litert_gpu_toolkit"]

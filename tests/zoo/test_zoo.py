@@ -13,8 +13,8 @@ import torch
 pytest.importorskip("transformers")
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "zoo"))
-import architectures  # noqa: E402  (zoo/ is a folder of scripts)
-import run_zoo as zoo  # noqa: E402
+import architectures  # zoo/ is a folder of scripts
+import run_zoo as zoo
 
 RUN_ZOO = str(ROOT / "zoo" / "run_zoo.py")
 
@@ -45,16 +45,33 @@ def test_fast_models_build_with_finite_unit_scale_outputs(name):
 
 
 def test_table_is_generated_from_results(tmp_path):
-    rows = {"vit": zoo.ZooRow("vit", "vision", 1000, zoo.RunSummary("FALLBACK", corr_fp16=None),
-                              zoo.RunSummary("PASS", "GPU residency: 5/5 ops", 0.99999, rewrites=["patch_amax"]), seconds=3.0),
-            "t5_encoder": zoo.ZooRow("t5_encoder", "text", 10, zoo.RunSummary("FALLBACK"),
-                                     zoo.RunSummary("FALLBACK", note="strict GPU compile rejected ABS",
-                                                    dropped=["patch_x"]))}
+    rows = {
+        "vit": zoo.ZooRow(
+            "vit",
+            "vision",
+            1000,
+            zoo.RunSummary("FALLBACK", corr_fp16=None),
+            zoo.RunSummary("PASS", "GPU residency: 5/5 ops", 0.99999, rewrites=["patch_amax"]),
+            seconds=3.0,
+        ),
+        "t5_encoder": zoo.ZooRow(
+            "t5_encoder",
+            "text",
+            10,
+            zoo.RunSummary("FALLBACK"),
+            zoo.RunSummary("FALLBACK", note="strict GPU compile rejected ABS", dropped=["patch_x"]),
+        ),
+    }
     path = tmp_path / "results.json"
     zoo.save_results(path, rows, {"ai-edge-litert": "2.3.0", "gpu": "llvmpipe (LLVM)", "gpu_is_software": True})
     assert zoo.load_results(path)["vit"].gpu.corr_fp16 == 0.99999
-    out = subprocess.run([sys.executable, RUN_ZOO, "--table-only", "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=120, env={**os.environ})
+    out = subprocess.run(
+        [sys.executable, RUN_ZOO, "--table-only", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ},
+    )
     assert out.returncode == 0, out.stderr
     table = (tmp_path / "README.md").read_text()
     assert "**convert_for_gpu: 1/2 PASS**" in table and "llvmpipe (software Vulkan), ai-edge-litert 2.3.0" in table
@@ -71,16 +88,18 @@ def test_committed_readme_matches_committed_results():
 
 
 def test_unknown_model_is_a_clear_error(tmp_path):
-    out = subprocess.run([sys.executable, RUN_ZOO, "--only", "nope", "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, RUN_ZOO, "--only", "nope", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode != 0 and "unknown zoo model" in out.stderr and "Traceback" not in out.stderr
 
 
 @pytest.mark.gpu
 def test_fast_subset_passes_through_convert_for_gpu(gpu, tmp_path):
     """The CI subset, end to end (a few minutes on 2 CPU cores)."""
-    out = subprocess.run([sys.executable, RUN_ZOO, "--fast", "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        [sys.executable, RUN_ZOO, "--fast", "--out", str(tmp_path)], capture_output=True, text=True, timeout=900
+    )
     rows = zoo.load_results(tmp_path / "results.json")
     fast = [m.name for m in zoo.ZOO.values() if m.fast]
     assert set(rows) == set(fast), out.stdout[-2000:] + out.stderr[-2000:]

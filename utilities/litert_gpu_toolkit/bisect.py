@@ -61,12 +61,16 @@ class BisectReport:
                 "diagnosis": self.diagnosis, "explanation": self.explanation, "min_corr": self.min_corr}
 
     def summary(self) -> str:
-        rows = [f"{'boundary':40s} {'corr fp16':>10s} {'max err':>10s} {'nonfinite':>9s} {'zero':>5s} {'corr fp32':>10s}"]
+        rows = [
+            f"{'boundary':40s} {'corr fp16':>10s} {'max err':>10s} {'nonfinite':>9s} {'zero':>5s} {'corr fp32':>10s}"
+        ]
         for b in self.boundaries:
             f16, f32 = b.fp16, b.fp32
-            rows.append(f"{b.name[:40]:40s} {_f(f16.corr if f16 else None):>10s} {_f(f16.max_abs if f16 else None):>10s} "
-                        f"{(f16.nonfinite if f16 else '-')!s:>9s} {('yes' if f16 and f16.all_zero else 'no'):>5s} "
-                        f"{_f(f32.corr if f32 else None):>10s}" + ("" if b.status == "ok" else f"  [{b.status}]"))
+            rows.append(
+                f"{b.name[:40]:40s} {_f(f16.corr if f16 else None):>10s} {_f(f16.max_abs if f16 else None):>10s} "
+                f"{(f16.nonfinite if f16 else '-')!s:>9s} {('yes' if f16 and f16.all_zero else 'no'):>5s} "
+                f"{_f(f32.corr if f32 else None):>10s}" + ("" if b.status == "ok" else f"  [{b.status}]")
+            )
         rows.append(f"diagnosis: {self.diagnosis} -- {self.explanation}")
         return "\n".join(rows)
 
@@ -129,9 +133,15 @@ def _block_reductions(model, boundary: str, ops: set[str]) -> list[str]:
 def _diagnose(rows: list[BoundaryResult], min_corr: float) -> tuple[str | None, str, str]:
     failed = next((r for r in rows if r.status.startswith("export_failed")), None)
     if failed is not None:
-        return failed.name, "export_failed", (f"the model does not convert with a tap at {failed.name} "
-                                              f"({failed.status.partition(': ')[2]}); bisect needs a model that "
-                                              "converts plain: fix the conversion first")
+        return (
+            failed.name,
+            "export_failed",
+            (
+                f"the model does not convert with a tap at {failed.name} "
+                f"({failed.status.partition(': ')[2]}); bisect needs a model that "
+                "converts plain: fix the conversion first"
+            ),
+        )
     if any(r.status != "ok" for r in rows):
         bad = next(r for r in rows if r.status != "ok")
         return bad.name, "not_on_gpu", f"{bad.name}: the graph up to here does not run GPU-only ({bad.status})"
@@ -141,9 +151,15 @@ def _diagnose(rows: list[BoundaryResult], min_corr: float) -> tuple[str | None, 
             f32_ok = r.fp32 is not None and not r.fp32.nonfinite and not r.fp32.all_zero
             what = "non-finite values" if f16.nonfinite else "an all-zero output"
             red = ", ".join(r.reductions) or "no norm module found; look for mean/sum/variance"
-            return r.name, "overflow", (f"{what} first at {r.name} in fp16{' (fp32 is fine)' if f32_ok else ''}: an "
-                                        f"fp16 overflow inside this block. Reductions in it: {red}. Rewrites: "
-                                        "patch_rmsnorm / patch_safe_layernorm / hierarchical_mean")
+            return (
+                r.name,
+                "overflow",
+                (
+                    f"{what} first at {r.name} in fp16{' (fp32 is fine)' if f32_ok else ''}: an "
+                    f"fp16 overflow inside this block. Reductions in it: {red}. Rewrites: "
+                    "patch_rmsnorm / patch_safe_layernorm / hierarchical_mean"
+                ),
+            )
     corrs = [r.fp16.corr for r in rows]
     first_bad = next((r for r in rows if not (r.fp16.corr >= min_corr)), None)
     if first_bad is None:
@@ -155,25 +171,51 @@ def _diagnose(rows: list[BoundaryResult], min_corr: float) -> tuple[str | None, 
     jump = errs[k] / errs[k - 1] if k > 0 else float("inf")
     growing = sum(b >= a for a, b in zip(errs, errs[1:]))
     if k >= 2 and jump < 20 and growing >= 0.8 * (len(errs) - 1) and errs[k - 1] > errs[0]:
-        return first_bad.name, "compounding", (f"correlation falls steadily with depth ({_f(corrs[0])} -> "
-                                               f"{_f(corrs[-1])}, about x{(errs[-1] / errs[0]) ** (1 / max(len(errs) - 1, 1)):.1f} "
-                                               "error per block): fp16 precision compounding across blocks; no "
-                                               "overflow rewrite or fp32-precision flag fixes it")
+        return (
+            first_bad.name,
+            "compounding",
+            (
+                f"correlation falls steadily with depth ({_f(corrs[0])} -> "
+                f"{_f(corrs[-1])}, about x{(errs[-1] / errs[0]) ** (1 / max(len(errs) - 1, 1)):.1f} "
+                "error per block): fp16 precision compounding across blocks; no "
+                "overflow rewrite or fp32-precision flag fixes it"
+            ),
+        )
     f32_fine = first_bad.fp32 is not None and first_bad.fp32.corr >= min_corr
     if jump >= 20 and f32_fine:
         red = ", ".join(first_bad.reductions) or "none found by name; look for mean/sum/variance"
-        return first_bad.name, "overflow", (f"correlation drops at {first_bad.name} in fp16 only (corr "
-                                            f"{_f(first_bad.fp16.corr)}, fp32 {_f(first_bad.fp32.corr)}): a localized "
-                                            "fp16 loss, typically a reduction saturating for some rows. Reductions in "
-                                            f"it: {red}. Rewrites: patch_rmsnorm / patch_safe_layernorm / "
-                                            "hierarchical_mean")
-    return first_bad.name, "degraded", (f"first boundary below corr {min_corr}: {first_bad.name} "
-                                        f"(corr {_f(first_bad.fp16.corr)}); precision is lost inside this block")
+        return (
+            first_bad.name,
+            "overflow",
+            (
+                f"correlation drops at {first_bad.name} in fp16 only (corr "
+                f"{_f(first_bad.fp16.corr)}, fp32 {_f(first_bad.fp32.corr)}): a localized "
+                "fp16 loss, typically a reduction saturating for some rows. Reductions in "
+                f"it: {red}. Rewrites: patch_rmsnorm / patch_safe_layernorm / "
+                "hierarchical_mean"
+            ),
+        )
+    return (
+        first_bad.name,
+        "degraded",
+        (
+            f"first boundary below corr {min_corr}: {first_bad.name} "
+            f"(corr {_f(first_bad.fp16.corr)}); precision is lost inside this block"
+        ),
+    )
 
 
-def bisect(model, example_inputs: Sequence, boundaries: str | list[str] = "auto", *, min_corr: float = 0.999,
-           workdir: str | Path | None = None, fp32: bool = True, progress: bool = True,
-           timeout: float = 600.0) -> BisectReport:
+def bisect(
+    model,
+    example_inputs: Sequence,
+    boundaries: str | list[str] = "auto",
+    *,
+    min_corr: float = 0.999,
+    workdir: str | Path | None = None,
+    fp32: bool = True,
+    progress: bool = True,
+    timeout: float = 600.0,
+) -> BisectReport:
     """Export one single-output graph per boundary, run each on the GPU (fp16, fp32) and in torch, compare."""
     import torch
 
@@ -203,7 +245,7 @@ def bisect(model, example_inputs: Sequence, boundaries: str | list[str] = "auto"
                 with torch.no_grad():
                     ref = tap(*example_inputs).detach().float().numpy()
                 path = export_tflite(tap, example_inputs, out_dir / f"{name.replace('.', '_')}.tflite")
-            except Exception as exc:  # every tap traces the whole model: the others would fail the same way
+            except Exception as exc:  # noqa: BLE001 - every tap traces the whole model: the others would fail the same way
                 msg = " ".join(str(exc).split())[:300]
                 rows.append(BoundaryResult(name, None, None, f"export_failed: {type(exc).__name__}: {msg}"))
                 break
@@ -236,8 +278,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("builder", help="SCRIPT.py:FUNCTION -- FUNCTION() returns (model, example_inputs_tuple)")
     p.add_argument("--boundaries", help="comma-separated module names (default: auto = top-level blocks)")
-    p.add_argument("--min-corr", type=correlation, default=0.999, help="divergence threshold in (0, 1] "
-                                                                       "(default 0.999)")
+    p.add_argument("--min-corr", type=correlation, default=0.999, help="divergence threshold in (0, 1] (default 0.999)")
     p.add_argument("--no-fp32", action="store_true", help="skip the fp32 attribution runs")
     p.add_argument("--json", metavar="OUT", help="write the report as JSON")
 
@@ -260,23 +301,28 @@ def load_builder(spec_text: str):
         spec.loader.exec_module(module)
     except SyntaxError as exc:
         raise BuilderError(f"{script}, line {exc.lineno}: syntax error: {exc.msg}") from None
-    except Exception as exc:  # the user's script raised while importing: show where, briefly
+    except Exception as exc:  # noqa: BLE001 - the user's script raised while importing: show where, briefly
         where = traceback.extract_tb(exc.__traceback__)[-1]
-        raise BuilderError(f"{script} raised {type(exc).__name__} while loading ({where.filename}, line "
-                           f"{where.lineno}): {exc}") from None
+        raise BuilderError(
+            f"{script} raised {type(exc).__name__} while loading ({where.filename}, line {where.lineno}): {exc}"
+        ) from None
     builder = getattr(module, func, None)
     if builder is None:
-        found = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
-                       and getattr(v, "__module__", None) == "bisect_builder")
+        found = sorted(
+            n
+            for n, v in vars(module).items()
+            if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == "bisect_builder"
+        )
         raise BuilderError(f"{script} has no function {func!r}; it defines: {', '.join(found) or 'none'}")
     if not callable(builder):
         raise BuilderError(f"{script}:{func} is not a function")
     try:
         built = builder()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
         where = traceback.extract_tb(exc.__traceback__)[-1]
-        raise BuilderError(f"{script}:{func}() raised {type(exc).__name__} ({where.filename}, line {where.lineno}): "
-                           f"{exc}") from None
+        raise BuilderError(
+            f"{script}:{func}() raised {type(exc).__name__} ({where.filename}, line {where.lineno}): {exc}"
+        ) from None
     if not (isinstance(built, (tuple, list)) and len(built) == 2):
         raise BuilderError(f"{script}:{func}() must return (model, example_inputs), got {type(built).__name__}")
     model, example = built
@@ -305,8 +351,10 @@ def run(args: argparse.Namespace) -> int:
         if bounds != "auto":
             missing = [b for b in bounds if not _has_submodule(model, b)]
             if missing:
-                raise BuilderError(f"no such module(s) in the model: {', '.join(missing)}; top-level children: "
-                                   + ", ".join(n for n, _ in model.named_children()))
+                raise BuilderError(
+                    f"no such module(s) in the model: {', '.join(missing)}; top-level children: "
+                    + ", ".join(n for n, _ in model.named_children())
+                )
     except BuilderError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -27,29 +27,26 @@ in `cli.EXIT_STATUS`.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
-import platform
-import re
 import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import asdict
 
 import numpy as np
 
-from .lint import lint_for_mobile, phone_risk_line
-from . import symptoms as symptom_table
-from .inputs import InputError, make_inputs, model_signatures, split_by_signature
-from .metrics import Comparison, compare
-from .model_info import InvalidModelError, ModelInfo, read_model_info
-from .residency import residency
-from .ops import REDUCTION_OPS
-from .runtime import (STATUS_CRASH, STATUS_KILLED, STATUS_NO_GPU, STATUS_OPS_REJECTED, STATUS_TIMEOUT, RunResult,
-                      compile_and_run)
-from .checker_steps import _Context, _Verdict, _step_cpu_reference, _step_gpu, _step_inputs, _step_numerics, _step_static, _step_verdict
-from .verdicts import (COMPILE_FAIL, EXIT_CODES, FALLBACK, INVALID_MODEL, NO_GPU, NUMERICS_FAIL, PASS,  # noqa: F401
-                       PRECISIONS, VERDICTS, Report, Tolerance)
+from .inputs import InputError
+from .checker_steps import (
+    _Context,
+    _Verdict,
+    _step_cpu_reference,
+    _step_gpu,
+    _step_inputs,
+    _step_numerics,
+    _step_static,
+    _step_verdict,
+)
+from .verdicts import COMPILE_FAIL, EXIT_CODES, FALLBACK, NO_GPU, NUMERICS_FAIL, PASS, VERDICTS  # noqa: F401
+from .verdicts import INVALID_MODEL, PRECISIONS, Report, Tolerance
 
 
 def check_gpu_compatibility(

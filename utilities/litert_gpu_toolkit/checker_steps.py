@@ -1,27 +1,28 @@
 """The checker's steps, in order: static, inputs, cpu, gpu, numerics, verdict (see `checker`)."""
 from __future__ import annotations
 
-import json
-import math
 import os
-import platform
-import re
 import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .lint import lint_for_mobile, phone_risk_line
-from . import symptoms as symptom_table
 from .inputs import InputError, make_inputs, model_signatures, split_by_signature
-from .metrics import Comparison, compare
 from .model_info import InvalidModelError, ModelInfo, read_model_info
 from .residency import residency
-from .ops import REDUCTION_OPS
 from .runtime import (STATUS_CRASH, STATUS_KILLED, STATUS_NO_GPU, STATUS_OPS_REJECTED, STATUS_TIMEOUT, RunResult,
                       compile_and_run)
-from .diagnosis import _compare_entry, _environment, _run_entry, _static, _suggest_for_numerics, _suggest_for_rejections, error_brief, interesting_tail
+from .diagnosis import (
+    _compare_entry,
+    _environment,
+    _run_entry,
+    _static,
+    _suggest_for_numerics,
+    _suggest_for_rejections,
+    error_brief,
+    interesting_tail,
+)
 from .verdicts import COMPILE_FAIL, FALLBACK, INVALID_MODEL, NO_GPU, NUMERICS_FAIL, PASS, Report, Tolerance
 
 
@@ -36,6 +37,7 @@ class _Verdict(Exception):
 @dataclass
 class _Context:
     """What the steps of one check share: the report being filled, the runs so far, the clock."""
+
     model: str | os.PathLike | bytes
     label: str
     report: Report
@@ -69,6 +71,7 @@ class _Context:
 @dataclass
 class PreparedInputs:
     """Step 2's result: the arrays to feed and the caller's reference outputs, per signature."""
+
     feeds: dict[str, dict[str, np.ndarray]]
     signatures: list
     references: dict[str, dict[str, np.ndarray]]
@@ -77,8 +80,9 @@ class PreparedInputs:
 @dataclass
 class GpuRuns:
     """Step 4's result: the strict GPU-only run and the labels of every GPU run that produced outputs."""
+
     strict: RunResult
-    labels: list[str]                    # e.g. ["gpu_fp16", "gpu_fp32"] or ["gpu_fp16+cpu", ...]
+    labels: list[str]  # e.g. ["gpu_fp16", "gpu_fp32"] or ["gpu_fp16+cpu", ...]
 
     @property
     def fell_back(self) -> bool:
@@ -89,10 +93,11 @@ class GpuRuns:
 @dataclass
 class NumericFailure:
     """One GPU output outside tolerance: run label, signature, output name, symptom."""
+
     label: str
     signature: str
     output: str
-    symptom: str                         # "nonfinite" | "all_zero" | "degraded"
+    symptom: str  # "nonfinite" | "all_zero" | "degraded"
 
     def as_tuple(self) -> tuple[str, str, str, str]:
         return (self.label, self.signature, self.output, self.symptom)
@@ -101,10 +106,11 @@ class NumericFailure:
 @dataclass
 class Numerics:
     """Step 5's result."""
+
     failures: list[NumericFailure] = field(default_factory=list)
     labels_ok: dict[str, bool] = field(default_factory=dict)
-    suspected_fallback: list[str] = field(default_factory=list)   # "sig/name" bit-identical to the CPU
-    cpu_mismatches: list[str] = field(default_factory=list)       # problems: the CPU already differs from reference
+    suspected_fallback: list[str] = field(default_factory=list)  # "sig/name" bit-identical to the CPU
+    cpu_mismatches: list[str] = field(default_factory=list)  # problems: the CPU already differs from reference
 
     @property
     def wrong(self) -> bool:
@@ -112,7 +118,6 @@ class Numerics:
 
     def kinds(self) -> list[str]:
         return sorted({f.symptom for f in self.failures})
-
 
 
 def _step_static(ctx: _Context) -> ModelInfo:
@@ -136,12 +141,16 @@ def _step_static(ctx: _Context) -> ModelInfo:
         report.problems.append("the model has no operators")
         raise _Verdict(INVALID_MODEL, f"{ctx.label}: the model has no operators")
     if not info.signatures:
-        report.warnings.append("the model has no signature defs; checking graph 0 through the runtime's "
-                               "placeholder signature (inputs and outputs named by tensor name)")
+        report.warnings.append(
+            "the model has no signature defs; checking graph 0 through the runtime's "
+            "placeholder signature (inputs and outputs named by tensor name)"
+        )
     big = report.static["high_rank_tensors"]
     if big:
-        report.warnings.append(f"{len(big)} tensor(s) above rank 4 (the GPU handles rank <= 4): "
-                               + ", ".join(f"{b['tensor']} {b['shape']}" for b in big[:5]))
+        report.warnings.append(
+            f"{len(big)} tensor(s) above rank 4 (the GPU handles rank <= 4): "
+            + ", ".join(f"{b['tensor']} {b['shape']}" for b in big[:5])
+        )
     return info
 
 
@@ -157,11 +166,14 @@ def _step_inputs(ctx: _Context, info: ModelInfo, inputs, reference, seed, shapes
             if t.is_dynamic:
                 continue
             if np.size(arr) != int(np.prod(t.shape)):
-                raise InputError(f"reference for {s.key}/{name} has shape {list(np.shape(arr))}; "
-                                 f"the output is {list(t.shape)}")
+                raise InputError(
+                    f"reference for {s.key}/{name} has shape {list(np.shape(arr))}; the output is {list(t.shape)}"
+                )
             if [d for d in np.shape(arr) if d != 1] != [d for d in t.shape if d != 1]:
-                raise InputError(f"reference for {s.key}/{name} has shape {list(np.shape(arr))}: the right size "
-                                 f"but not the output's shape {list(t.shape)} (only size-1 axes may differ)")
+                raise InputError(
+                    f"reference for {s.key}/{name} has shape {list(np.shape(arr))}: the right size "
+                    f"but not the output's shape {list(t.shape)} (only size-1 axes may differ)"
+                )
     ctx.report.inputs = [s.to_dict() for s in specs]
     ctx.report.warnings += input_warnings
     ctx.timings["inputs"] = time.perf_counter() - t0
@@ -179,15 +191,18 @@ def _step_cpu_reference(ctx: _Context, prepared: PreparedInputs) -> RunResult:
     if not cpu.ok:
         report.log_tail = interesting_tail(cpu.log)
         what = {STATUS_CRASH: "the CPU runtime crashed", STATUS_TIMEOUT: "the CPU runtime hung"}.get(
-            cpu.status, "LiteRT could not compile or run the model on the CPU")
+            cpu.status, "LiteRT could not compile or run the model on the CPU"
+        )
         report.problems.append(f"{what} ({cpu.status}): {error_brief(cpu)}")
         raise _Verdict(INVALID_MODEL, f"{what} ({cpu.status}): {error_brief(cpu)}")
     for sig, outs in cpu.outputs.items():
         for name, arr in outs.items():
             bad = int(np.size(arr) - np.count_nonzero(np.isfinite(np.asarray(arr, dtype=np.float64))))
             if bad:
-                report.warnings.append(f"{sig}/{name}: the CPU reference itself has {bad} non-finite value(s) "
-                                       "(the model or the inputs, not the GPU)")
+                report.warnings.append(
+                    f"{sig}/{name}: the CPU reference itself has {bad} non-finite value(s) "
+                    "(the model or the inputs, not the GPU)"
+                )
     return cpu
 
 
@@ -208,8 +223,9 @@ def _step_gpu(ctx: _Context, info: ModelInfo, prepared: PreparedInputs) -> GpuRu
             if r.ok:
                 labels.append(f"gpu_{p}")
             else:
-                report.warnings.append(f"strict GPU {p} compile/run failed ({r.status}) although {precisions[0]} "
-                                       f"passed: {error_brief(r)}")
+                report.warnings.append(
+                    f"strict GPU {p} compile/run failed ({r.status}) although {precisions[0]} passed: {error_brief(r)}"
+                )
     else:
         report.log_tail = interesting_tail(strict.log)
         if strict.status not in (STATUS_TIMEOUT, STATUS_KILLED):  # a hang would only hang again
@@ -219,19 +235,25 @@ def _step_gpu(ctx: _Context, info: ModelInfo, prepared: PreparedInputs) -> GpuRu
                     labels.append(f"gpu_{p}+cpu")
         fallback_run = next((ctx.runs[lbl] for lbl in labels), None)
         report.residency = residency(info, fallback_run or strict).to_dict()
-    rejected_from = strict if strict.gpu.rejected else next(
-        (ctx.runs[lbl] for lbl in labels if ctx.runs[lbl].gpu.rejected), strict)
+    rejected_from = (
+        strict if strict.gpu.rejected else next((ctx.runs[lbl] for lbl in labels if ctx.runs[lbl].gpu.rejected), strict)
+    )
     hist = info.op_histogram()
-    report.unsupported_ops = [{"op": r.op, "reason": r.reason, "in_graph": hist.get(r.op, 0)}
-                              for r in rejected_from.gpu.rejected]
+    report.unsupported_ops = [
+        {"op": r.op, "reason": r.reason, "in_graph": hist.get(r.op, 0)} for r in rejected_from.gpu.rejected
+    ]
     return GpuRuns(strict, labels)
 
 
 def _looks_like_cpu_fallback(label: str, cmp_entry: dict, ref: np.ndarray) -> bool:
     """A strict fp16 GPU output bit-identical to CPU fp32 suggests the CPU ran it -- unless identity is expected:
     fewer than two distinct finite values (all inf / nan, constant, all zero), or integer-valued outputs."""
-    if not (label == "gpu_fp16" and cmp_entry.get("bit_identical") and np.issubdtype(ref.dtype, np.floating)
-            and np.size(ref) > 1):
+    if not (
+        label == "gpu_fp16"
+        and cmp_entry.get("bit_identical")
+        and np.issubdtype(ref.dtype, np.floating)
+        and np.size(ref) > 1
+    ):
         return False
     r = np.asarray(ref, dtype=np.float64)
     finite = r[np.isfinite(r)]
@@ -251,8 +273,9 @@ def _step_numerics(ctx: _Context, prepared: PreparedInputs, cpu: RunResult, gpu:
             ref_cpu = cpu.outputs.get(s.key, {}).get(name)
             if ref_cpu is None:
                 continue
-            entry = outs.setdefault(name, {"shape": list(np.shape(ref_cpu)), "dtype": str(ref_cpu.dtype),
-                                           "vs_cpu": {}, "vs_reference": {}})
+            entry = outs.setdefault(
+                name, {"shape": list(np.shape(ref_cpu)), "dtype": str(ref_cpu.dtype), "vs_cpu": {}, "vs_reference": {}}
+            )
             for lbl in gpu.labels:
                 got = runs[lbl].outputs.get(s.key, {}).get(name)
                 if got is None:
@@ -279,26 +302,37 @@ def _step_numerics(ctx: _Context, prepared: PreparedInputs, cpu: RunResult, gpu:
                 if c["within_tolerance"]:
                     continue
                 if lbl == "cpu":
-                    problem = (f"{s.key}/{name}: the CPU result already differs from the reference "
-                               f"({c['symptom']}, corr {c.get('corr')}): the conversion changed the numbers, "
-                               "not the GPU")
+                    problem = (
+                        f"{s.key}/{name}: the CPU result already differs from the reference "
+                        f"({c['symptom']}, corr {c.get('corr')}): the conversion changed the numbers, "
+                        "not the GPU"
+                    )
                     report.problems.append(problem)
                     num.cpu_mismatches.append(problem)
                 else:
                     num.failures.append(NumericFailure(f"{lbl} vs reference", s.key, name, c["symptom"]))
     if num.suspected_fallback:
-        report.warnings.append("suspected silent CPU fallback: the GPU fp16 output is bit-identical to CPU fp32 "
-                               f"for {', '.join(num.suspected_fallback)} (real fp16 execution drifts in the last "
-                               "digits)")
+        report.warnings.append(
+            "suspected silent CPU fallback: the GPU fp16 output is bit-identical to CPU fp32 "
+            f"for {', '.join(num.suspected_fallback)} (real fp16 execution drifts in the last "
+            "digits)"
+        )
     ctx.timings["compare"] = time.perf_counter() - t0
     if num.cpu_mismatches:
-        report.suggestions.append({"symptom": "conversion_mismatch",
-                                   "seen": "the converted graph on CPU differs from the source model",
-                                   "cause": "the conversion (or a rewrite) changed the math; the GPU is not involved",
-                                   "evidence": list(num.cpu_mismatches), "rewrites": ["bisect"], "upstream": None})
+        report.suggestions.append(
+            {
+                "symptom": "conversion_mismatch",
+                "seen": "the converted graph on CPU differs from the source model",
+                "cause": "the conversion (or a rewrite) changed the math; the GPU is not involved",
+                "evidence": list(num.cpu_mismatches),
+                "rewrites": ["bisect"],
+                "upstream": None,
+            }
+        )
     for f in num.failures:
-        report.problems.append(f"{f.signature}/{f.output} on {f.label}: outside tolerance "
-                               f"({f.symptom.replace('_', '-')})")
+        report.problems.append(
+            f"{f.signature}/{f.output} on {f.label}: outside tolerance ({f.symptom.replace('_', '-')})"
+        )
     return num
 
 
@@ -310,8 +344,11 @@ def _step_verdict(ctx: _Context, info: ModelInfo, gpu: GpuRuns, num: Numerics) -
     if num.failures:
         report.suggestions += _suggest_for_numerics(info, [f.as_tuple() for f in num.failures], num.labels_ok)
     if not strict.ok:
-        how = {STATUS_CRASH: "the GPU runtime crashed", STATUS_TIMEOUT: "the GPU runtime hung",
-               STATUS_KILLED: "the GPU run did not finish"}.get(strict.status)
+        how = {
+            STATUS_CRASH: "the GPU runtime crashed",
+            STATUS_TIMEOUT: "the GPU runtime hung",
+            STATUS_KILLED: "the GPU run did not finish",
+        }.get(strict.status)
         if how:
             detail = f"{how}: {strict.error}"
         elif strict.status == STATUS_OPS_REJECTED:
@@ -321,8 +358,10 @@ def _step_verdict(ctx: _Context, info: ModelInfo, gpu: GpuRuns, num: Numerics) -
             detail = f"strict GPU compile/run failed ({strict.status}): {error_brief(strict)}"
         report.problems.insert(0, detail)
         if not gpu.labels and strict.status == STATUS_OPS_REJECTED:
-            report.problems.append("the GPU+CPU fallback compile failed too: "
-                                   + "; ".join(f"{lbl}: {error_brief(r)}" for lbl, r in runs.items() if "+cpu" in lbl))
+            report.problems.append(
+                "the GPU+CPU fallback compile failed too: "
+                + "; ".join(f"{lbl}: {error_brief(r)}" for lbl, r in runs.items() if "+cpu" in lbl)
+            )
         verdict = FALLBACK if gpu.fell_back else COMPILE_FAIL
         summary = f"{detail}; {report.residency['line']}" if report.residency else detail
         if num.wrong:
@@ -330,9 +369,18 @@ def _step_verdict(ctx: _Context, info: ModelInfo, gpu: GpuRuns, num: Numerics) -
         return verdict, summary
     if num.wrong:
         kinds = num.kinds() or ["conversion mismatch"]
-        return NUMERICS_FAIL, (f"{report.residency['line']}, but the numbers are wrong: "
-                               + ", ".join(k.replace("_", "-") for k in kinds))
-    worst = min((c.get("corr") for o in report.signatures.values() for e in o.values()
-                 for c in e["vs_cpu"].values() if c.get("corr") is not None), default=None)
+        return NUMERICS_FAIL, (
+            f"{report.residency['line']}, but the numbers are wrong: " + ", ".join(k.replace("_", "-") for k in kinds)
+        )
+    worst = min(
+        (
+            c.get("corr")
+            for o in report.signatures.values()
+            for e in o.values()
+            for c in e["vs_cpu"].values()
+            if c.get("corr") is not None
+        ),
+        default=None,
+    )
     corr_text = f"; min corr vs CPU {worst:.6f}" if worst is not None else ""
     return PASS, f"{report.residency['line']}; outputs within tolerance{corr_text}"

@@ -12,8 +12,6 @@ functional rewrites apply while litert-torch traces it, and nowhere else) and ch
 """
 from __future__ import annotations
 
-import importlib
-import inspect
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .rewrites.apply import apply_patches, split_example_inputs  # noqa: F401  (public API, re-exported)
+from .rewrites.apply import apply_patches, split_example_inputs  # public API, re-exported
 from .rewrites.registry import (PATCHES, Change, check_names, functional_selection, known_rewrites,  # noqa: F401
                                 load_rewrites)
 from .rewrites.registry import selected as _selected
@@ -178,8 +176,6 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
     Never raises for a conversion failure or a failing rewrite: `result.error` holds it and `result.ok`
     is False; `ok` is True only when the check ran and passed.
     """
-    import copy
-    import shutil
 
     import torch
 

@@ -1,26 +1,18 @@
 """What the checker says about a run: brief errors, the telling log lines, per-output judgements, suggestions."""
 from __future__ import annotations
 
-import json
 import math
-import os
 import platform
 import re
-import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import numpy as np
 
-from .lint import lint_for_mobile, phone_risk_line
 from . import symptoms as symptom_table
-from .inputs import InputError, make_inputs, model_signatures, split_by_signature
+from .inputs import model_signatures
 from .metrics import Comparison, compare
-from .model_info import InvalidModelError, ModelInfo, read_model_info
-from .residency import residency
+from .model_info import ModelInfo
 from .ops import REDUCTION_OPS
-from .runtime import (STATUS_CRASH, STATUS_KILLED, STATUS_NO_GPU, STATUS_OPS_REJECTED, STATUS_TIMEOUT, RunResult,
-                      compile_and_run)
+from .runtime import (RunResult)
 from .verdicts import Tolerance, _LOG_NOISE
 
 

@@ -125,7 +125,7 @@ def load_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
         raise InputError(f"{path}: permission denied") from None
     except (OSError, ValueError, EOFError, KeyError) as exc:
         raise InputError(f"{path}: not a readable .npz ({type(exc).__name__}: {exc})") from None
-    except Exception as exc:  # zipfile.BadZipFile and friends from a damaged archive
+    except Exception as exc:  # noqa: BLE001 - zipfile.BadZipFile and friends from a damaged archive
         raise InputError(f"{path}: not a readable .npz ({type(exc).__name__}: {exc})") from None
     if not arrays:
         raise InputError(f"{path}: the .npz holds no arrays")
@@ -174,9 +174,12 @@ def _resolve_shape(sig: str, name: str, t: TensorInfo, wanted) -> tuple[int, ...
     if wanted is None:
         return tuple(1 if d < 0 else d for d in declared)
     wanted = tuple(int(d) for d in wanted)
-    if len(wanted) != len(declared) or any(d >= 0 and d != w for d, w in zip(declared, wanted)) or min(wanted, default=1) < 1:
-        raise InputError(f"{sig}/{name}: shape {list(wanted)} does not fit the model's {list(declared)} "
-                         "(-1 marks the dimensions that may change)")
+    mismatch = any(d >= 0 and d != w for d, w in zip(declared, wanted))
+    if len(wanted) != len(declared) or mismatch or min(wanted, default=1) < 1:
+        raise InputError(
+            f"{sig}/{name}: shape {list(wanted)} does not fit the model's {list(declared)} "
+            "(-1 marks the dimensions that may change)"
+        )
     return wanted
 
 
@@ -188,11 +191,15 @@ def _fit_array(sig: str, name: str, t: TensorInfo, arr: np.ndarray) -> np.ndarra
     declared = t.shape_signature if t.is_dynamic else t.shape
     fits = len(arr.shape) == len(declared) and all(d < 0 or d == a for d, a in zip(declared, arr.shape))
     if not fits:
-        raise InputError(f"{sig}/{name}: array shape {list(arr.shape)} does not fit the model's {list(declared)}"
-                         + ("" if t.is_dynamic else " (this input has no dynamic dimensions)"))
+        raise InputError(
+            f"{sig}/{name}: array shape {list(arr.shape)} does not fit the model's {list(declared)}"
+            + ("" if t.is_dynamic else " (this input has no dynamic dimensions)")
+        )
     if arr.dtype == want:
         return arr
-    if np.issubdtype(want, np.floating) and (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+    if np.issubdtype(want, np.floating) and (
+        np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
+    ):
         return arr.astype(want)
     if np.issubdtype(want, np.integer) and np.issubdtype(arr.dtype, np.integer):
         info = np.iinfo(want)
@@ -204,8 +211,9 @@ def _fit_array(sig: str, name: str, t: TensorInfo, arr: np.ndarray) -> np.ndarra
     raise InputError(f"{sig}/{name}: the model wants {t.dtype}, the array is {arr.dtype}")
 
 
-def make_inputs(info: ModelInfo, given=None, *, seed: int = 0, shapes: dict | None = None,
-                int_ranges: dict | None = None) -> tuple[dict[str, dict[str, np.ndarray]], list[InputSpec], list[str]]:
+def make_inputs(
+    info: ModelInfo, given=None, *, seed: int = 0, shapes: dict | None = None, int_ranges: dict | None = None
+) -> tuple[dict[str, dict[str, np.ndarray]], list[InputSpec], list[str]]:
     """Arrays for every input of every signature: ({signature: {name: array}}, how each was made, warnings).
 
     `given` (arrays or an .npz path, forms in the module docstring) replaces the random arrays it names;
@@ -224,8 +232,9 @@ def make_inputs(info: ModelInfo, given=None, *, seed: int = 0, shapes: dict | No
         for s in sigs:
             t = s.inputs.get(key) or (s.inputs.get(name) if sig == s.key else None)
             if t is not None and t.dtype not in _INT_DTYPES:
-                raise InputError(f"integer range given for {key!r}, a {t.dtype} input: ranges apply to integer "
-                                 "inputs only")
+                raise InputError(
+                    f"integer range given for {key!r}, a {t.dtype} input: ranges apply to integer inputs only"
+                )
     arrays: dict[str, dict[str, np.ndarray]] = {}
     specs: list[InputSpec] = []
     warnings: list[str] = []
@@ -246,13 +255,17 @@ def make_inputs(info: ModelInfo, given=None, *, seed: int = 0, shapes: dict | No
                 need = int(np.prod([max(int(d), 1) for d in shape], dtype=object)) * itemsize  # a 0 dim saves nothing
                 budget -= need
                 if budget < 0:
-                    raise InputError(f"{s.key}/{name}: random inputs of shape {list(shape)} {t.dtype} would take "
-                                     f"{need / 2**30:.1f} GiB, beyond the {MAX_INPUT_BYTES >> 30} GiB budget for "
-                                     "generated inputs (a damaged shape? else pass your own arrays)")
+                    raise InputError(
+                        f"{s.key}/{name}: random inputs of shape {list(shape)} {t.dtype} would take "
+                        f"{need / 2**30:.1f} GiB, beyond the {MAX_INPUT_BYTES >> 30} GiB budget for "
+                        "generated inputs (a damaged shape? else pass your own arrays)"
+                    )
                 if t.is_dynamic and wanted_shape is None:
                     dims = [i for i, d in enumerate(t.shape_signature) if d < 0]
-                    warnings.append(f"{s.key}/{name}: dynamic dimension(s) {dims} set to 1; choose them with "
-                                    f"shapes={{'{name}': (...)}} or --shape {name}=...")
+                    warnings.append(
+                        f"{s.key}/{name}: dynamic dimension(s) {dims} set to 1; choose them with "
+                        f"shapes={{'{name}': (...)}} or --shape {name}=..."
+                    )
                 rng = np.random.default_rng([seed, zlib.crc32(f"{s.key}/{name}".encode())])
                 arr, source = _random(info, s, name, t, shape, rng, _lookup(int_ranges, s.key, name))
             arrays.setdefault(s.key, {})[name] = np.ascontiguousarray(arr)

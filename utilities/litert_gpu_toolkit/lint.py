@@ -85,16 +85,37 @@ def lint_for_mobile(model: str | os.PathLike | bytes | ModelInfo) -> list[LintFi
         name = op.op
 
         if name == "TRANSPOSE_CONV":
-            findings.append(_finding(info, op, "transpose_conv", "TRANSPOSE_CONV: phones' delegates lag the converter's "
-                                     "op version and reject it", op.inputs + op.outputs))
+            findings.append(
+                _finding(
+                    info,
+                    op,
+                    "transpose_conv",
+                    "TRANSPOSE_CONV: phones' delegates lag the converter's op version and reject it",
+                    op.inputs + op.outputs,
+                )
+            )
         if name == "RELU_0_TO_1":
-            findings.append(_finding(info, op, "relu_0_to_1", "RELU_0_TO_1 is rejected by LiteRT >= 2.1.5 GPU delegates",
-                                     ins + op.outputs))
+            findings.append(
+                _finding(
+                    info,
+                    op,
+                    "relu_0_to_1",
+                    "RELU_0_TO_1 is rejected by LiteRT >= 2.1.5 GPU delegates",
+                    ins + op.outputs,
+                )
+            )
         if name in ("GATHER", "GATHER_ND"):
             findings.append(_finding(info, op, "gather_nd", f"{name} does not run on the GPU", ins + op.outputs))
         if name in ("SELECT", "SELECT_V2"):
-            findings.append(_finding(info, op, "select", f"{name} is declined unless both branches have the output "
-                                     "shape", ins + op.outputs))
+            findings.append(
+                _finding(
+                    info,
+                    op,
+                    "select",
+                    f"{name} is declined unless both branches have the output shape",
+                    ins + op.outputs,
+                )
+            )
         if name in ("SPLIT", "SPLIT_V"):
             findings.append(_finding(info, op, "split", f"{name} is rejected by the GPU delegate", ins + op.outputs))
         if name == "CONV_2D" and len(ins) >= 2:
@@ -103,47 +124,103 @@ def lint_for_mobile(model: str | os.PathLike | bytes | ModelInfo) -> list[LintFi
                 groups = x_t.shape[3] // w_t.shape[3]
                 cig, cog = w_t.shape[3], w_t.shape[0] // max(groups, 1)
                 if groups > 1 and cig > 1 and (cig % 4 or cog % 4):
-                    findings.append(_finding(info, op, "grouped_conv", f"grouped CONV_2D ({groups} groups of "
-                                             f"{cig} -> {cog} channels): GPUs compute it wrongly unless both are "
-                                             "multiples of 4", ins + op.outputs))
+                    findings.append(
+                        _finding(
+                            info,
+                            op,
+                            "grouped_conv",
+                            f"grouped CONV_2D ({groups} groups of "
+                            f"{cig} -> {cog} channels): GPUs compute it wrongly unless both are "
+                            "multiples of 4",
+                            ins + op.outputs,
+                        )
+                    )
         if name == "REVERSE_V2":
-            findings.append(_finding(info, op, "reverse_v2", "REVERSE_V2 (torch.flip) compiles on GPUs that then "
-                                     "compute it wrongly", ins + op.outputs))
+            findings.append(
+                _finding(
+                    info,
+                    op,
+                    "reverse_v2",
+                    "REVERSE_V2 (torch.flip) compiles on GPUs that then compute it wrongly",
+                    ins + op.outputs,
+                )
+            )
         if name == "CAST":
-            findings.append(_finding(info, op, "cast", "CAST (typically an int/bool mask) lands on the CPU",
-                                     ins + op.outputs))
+            findings.append(
+                _finding(info, op, "cast", "CAST (typically an int/bool mask) lands on the CPU", ins + op.outputs)
+            )
         if name in _FFT_OPS or name.startswith("CUSTOM:") and "FFT" in name.upper():
-            findings.append(_finding(info, op, "fft", f"{name}: FFT / complex ops have no GPU kernel",
-                                     ins + op.outputs))
+            findings.append(
+                _finding(info, op, "fft", f"{name}: FFT / complex ops have no GPU kernel", ins + op.outputs)
+            )
         if name == "BROADCAST_TO":
             runtime = ins and not _is_const(info, ins[0], sg)
-            findings.append(_finding(info, op, "broadcast_to",
-                                     "runtime BROADCAST_TO is rejected by phone GPU delegates even at rank 4" if runtime
-                                     else "BROADCAST_TO of a constant that did not fold", ins + op.outputs))
+            findings.append(
+                _finding(
+                    info,
+                    op,
+                    "broadcast_to",
+                    "runtime BROADCAST_TO is rejected by phone GPU delegates even at rank 4"
+                    if runtime
+                    else "BROADCAST_TO of a constant that did not fold",
+                    ins + op.outputs,
+                )
+            )
         if name == "PADV2" and len(ins) >= 3:
             value = info.constant_value(ins[2], sg)
-            if value is not None and value.size == 1 and np.issubdtype(value.dtype, np.floating) and \
-                    (not np.isfinite(value).all() or float(value.ravel()[0]) <= -1e30):
-                findings.append(_finding(info, op, "maxpool_neg_inf_pad",
-                                         "PADV2 with -inf (MaxPool padding) is declined or miscomputed on phones",
-                                         ins + op.outputs))
+            if (
+                value is not None
+                and value.size == 1
+                and np.issubdtype(value.dtype, np.floating)
+                and (not np.isfinite(value).all() or float(value.ravel()[0]) <= -1e30)
+            ):
+                findings.append(
+                    _finding(
+                        info,
+                        op,
+                        "maxpool_neg_inf_pad",
+                        "PADV2 with -inf (MaxPool padding) is declined or miscomputed on phones",
+                        ins + op.outputs,
+                    )
+                )
 
         # identical inputs / all-constant inputs (LiteRT#9192)
         if name not in _SHAPE_OPERAND_OPS and len(ins) >= 2:
             if len(set(ins)) < len(ins):
-                findings.append(_finding(info, op, "identical_or_constant_inputs",
-                                         f"{name} takes the same tensor twice ('identical inputs' on phones)", ins))
+                findings.append(
+                    _finding(
+                        info,
+                        op,
+                        "identical_or_constant_inputs",
+                        f"{name} takes the same tensor twice ('identical inputs' on phones)",
+                        ins,
+                    )
+                )
             elif all(_is_const(info, t, sg) for t in ins):
-                findings.append(_finding(info, op, "identical_or_constant_inputs",
-                                         f"{name} has only constant inputs ('Expected 1 const input tensor(s)')", ins))
+                findings.append(
+                    _finding(
+                        info,
+                        op,
+                        "identical_or_constant_inputs",
+                        f"{name} has only constant inputs ('Expected 1 const input tensor(s)')",
+                        ins,
+                    )
+                )
 
         # output aliasing (LiteRT#8599): ADD of two runtime tensors, output is a graph output and consumed
         if name == "ADD" and len(ins) == 2 and op.outputs and not any(_is_const(info, t, sg) for t in ins):
             out = op.outputs[0]
             if out in info.graph_outputs[sg] and consumers.get(out):
-                findings.append(_finding(info, op, "output_aliasing",
-                                         "ADD of two runtime tensors is a graph output and also consumed: phones may "
-                                         "return an operand instead of the sum", ins + op.outputs))
+                findings.append(
+                    _finding(
+                        info,
+                        op,
+                        "output_aliasing",
+                        "ADD of two runtime tensors is a graph output and also consumed: phones may "
+                        "return an operand instead of the sum",
+                        ins + op.outputs,
+                    )
+                )
 
         # masked attention: ADD(BATCH_MATMUL result, mask with a size-1 head axis)
         if name == "ADD" and len(ins) == 2 and op.outputs:
@@ -151,19 +228,40 @@ def lint_for_mobile(model: str | os.PathLike | bytes | ModelInfo) -> list[LintFi
                 prod = producers.get(a)
                 ta, tb = info.tensor(a, sg), info.tensor(b, sg)
                 out_t = info.tensor(op.outputs[0], sg)
-                if prod is not None and prod.op == "BATCH_MATMUL" and tb.rank == 4 and tb.shape[1] == 1 \
-                        and out_t.rank == 4 and out_t.shape[1] > 1 and ta.rank >= 3:
-                    findings.append(_finding(info, op, "masked_attention",
-                                             "mask [.,1,S,S] broadcast-added onto a BATCH_MATMUL result: miscomputed by "
-                                             "older phone runtimes", [a, b] + op.outputs))
+                if (
+                    prod is not None
+                    and prod.op == "BATCH_MATMUL"
+                    and tb.rank == 4
+                    and tb.shape[1] == 1
+                    and out_t.rank == 4
+                    and out_t.shape[1] > 1
+                    and ta.rank >= 3
+                ):
+                    findings.append(
+                        _finding(
+                            info,
+                            op,
+                            "masked_attention",
+                            "mask [.,1,S,S] broadcast-added onto a BATCH_MATMUL result: miscomputed by "
+                            "older phone runtimes",
+                            [a, b] + op.outputs,
+                        )
+                    )
                     break
 
         # rank > 4, reported once per tensor at the op that produces it
         for t in (t for t in op.outputs if t >= 0):
             if info.tensor(t, sg).rank > 4 and (sg, t) not in high_rank_reported:
                 high_rank_reported.add((sg, t))
-                findings.append(_finding(info, op, "rank_gt_4", f"{name} produces a rank-{info.tensor(t, sg).rank} "
-                                         "tensor; GPUs handle rank <= 4", ins + [t]))
+                findings.append(
+                    _finding(
+                        info,
+                        op,
+                        "rank_gt_4",
+                        f"{name} produces a rank-{info.tensor(t, sg).rank} tensor; GPUs handle rank <= 4",
+                        ins + [t],
+                    )
+                )
 
     findings += _folded_constants(info)
     return findings
@@ -186,16 +284,27 @@ def _folded_constants(info: ModelInfo) -> list[LintFinding]:
         consumers = info.consumers(sg)
         for t in tensors:
             users = consumers.get(t.index, [])
-            if t.is_constant and t.nbytes >= LARGE_FOLDED_CONSTANT_BYTES and users \
-                    and all(u.op in _ELEMENTWISE for u in users):
+            if (
+                t.is_constant
+                and t.nbytes >= LARGE_FOLDED_CONSTANT_BYTES
+                and users
+                and all(u.op in _ELEMENTWISE for u in users)
+            ):
                 suspects.append((users[0], t.index))
     if len(suspects) < 2:
         return []
     total = sum(info.tensor(t, op.subgraph).nbytes for op, t in suspects)
-    return [_finding(info, op, "constant_blowup",
-                     f"{len(suspects)} constants of >= {LARGE_FOLDED_CONSTANT_BYTES >> 20} MiB ({total / 2**20:.1f} MiB "
-                     "in all) feed only elementwise ops: folded parameter x constant products that bloat the file",
-                     [t]) for op, t in suspects]
+    return [
+        _finding(
+            info,
+            op,
+            "constant_blowup",
+            f"{len(suspects)} constants of >= {LARGE_FOLDED_CONSTANT_BYTES >> 20} MiB ({total / 2**20:.1f} MiB "
+            "in all) feed only elementwise ops: folded parameter x constant products that bloat the file",
+            [t],
+        )
+        for op, t in suspects
+    ]
 
 
 def phone_risk_line(findings: list[LintFinding]) -> str | None:

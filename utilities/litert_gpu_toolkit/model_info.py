@@ -252,7 +252,7 @@ def read_model_info(model: str | os.PathLike | bytes) -> ModelInfo:
         raise
     except _Corrupt as exc:
         raise InvalidModelError(f"{where}: corrupt flatbuffer: {exc}") from None
-    except (Exception, MemoryError, RecursionError) as exc:  # struct.error / IndexError / ... on a damaged file
+    except (Exception, MemoryError, RecursionError) as exc:  # noqa: BLE001 - struct.error / IndexError / ... on a damaged file
         raise InvalidModelError(f"{where}: truncated or corrupt flatbuffer; the file has {len(data)} bytes "
                                 f"({type(exc).__name__}: {str(exc)[:200]})") from None
     return info

@@ -51,7 +51,7 @@ class NcnnNet:
     bin_bytes: int
 
     def of_type(self, kind: str) -> list[NcnnLayer]:
-        return [l for l in self.layers if l.type == kind]
+        return [layer for layer in self.layers if layer.type == kind]
 
 
 def _number(text: str):
@@ -65,7 +65,7 @@ def _number(text: str):
 
 
 def read_param(path: str | Path) -> list[NcnnLayer]:
-    lines = [l.strip() for l in Path(path).read_text().splitlines() if l.strip()]
+    lines = [line.strip() for line in Path(path).read_text().splitlines() if line.strip()]
     if not lines or lines[0] != str(MAGIC):
         raise NcnnFormatError(f"{path}: not an ncnn text .param (first line must be {MAGIC})")
     try:

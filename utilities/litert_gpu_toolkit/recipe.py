@@ -38,7 +38,6 @@ import platform
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -46,7 +45,7 @@ from .errors import (EXIT_FAILED, EXIT_NO_GPU, EXIT_PASSED, EXIT_USAGE, Artifact
                      NoGpuError, RecipeError, ResultsFileError)
 from .model_info import InvalidModelError, ModelInfo, read_model_info
 from .residency import Residency, residency, residency_line, runtime_version  # noqa: F401  (recipes import them here)
-from .runtime import STATUS_NO_GPU, RunResult, compile_and_run, parse_gpu_log
+from .runtime import STATUS_NO_GPU, RunResult, compile_and_run
 
 HOST_DEVICES = {
     "host-gpu": "this machine's GPU accelerator (strict GPU-only compile, fp16)",
@@ -130,7 +129,7 @@ def load_reference(path: Path, how: str):
     require_file(path, how)
     try:
         data = np.load(path)
-        data.files  # noqa: B018  (an .npy instead of an .npz has no .files)
+        data.files  # an .npy instead of an .npz has no .files
         return data
     except (OSError, ValueError, EOFError, AttributeError, zipfile.BadZipFile) as exc:
         raise ArtifactError(f"{path} is not a readable .npz ({type(exc).__name__}: {exc}): re-run {how}") from None

@@ -56,5 +56,5 @@ def runtime_version() -> str:
     try:
         from importlib.metadata import version
         return version("ai-edge-litert")
-    except Exception:
+    except Exception:  # noqa: BLE001 - reported, not raised
         return "unknown"

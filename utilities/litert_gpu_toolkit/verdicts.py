@@ -4,23 +4,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
-import re
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from .lint import lint_for_mobile, phone_risk_line
-from . import symptoms as symptom_table
-from .inputs import InputError, make_inputs, model_signatures, split_by_signature
-from .metrics import Comparison, compare
-from .model_info import InvalidModelError, ModelInfo, read_model_info
-from .residency import residency
-from .ops import REDUCTION_OPS
-from .runtime import (STATUS_CRASH, STATUS_KILLED, STATUS_NO_GPU, STATUS_OPS_REJECTED, STATUS_TIMEOUT, RunResult,
-                      compile_and_run)
 
 
 PASS, FALLBACK, COMPILE_FAIL, NUMERICS_FAIL, NO_GPU, INVALID_MODEL = (

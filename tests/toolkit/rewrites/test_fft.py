@@ -107,17 +107,22 @@ def test_windows_match_torch():
     for name, fn in TORCH_WINDOWS.items():
         assert np.allclose(make_window(name, 400, 400), fn(400, dtype=torch.float64).numpy(), atol=1e-12)
     w = make_window("hann", 200, 256)                               # centred zero padding, like torch.stft
-    assert np.all(w[:28] == 0) and np.all(w[228:] == 0) and np.allclose(w[28:228], torch.hann_window(200, dtype=torch.float64).numpy(), atol=1e-12)
+    assert (
+        np.all(w[:28] == 0)
+        and np.all(w[228:] == 0)
+        and np.allclose(w[28:228], torch.hann_window(200, dtype=torch.float64).numpy(), atol=1e-12)
+    )
 
 
 # ------------------------------------------------------------------------------------- mel scales
 
+
 def test_mel_scales_anchor_points():
     assert hz_to_mel(700.0, "htk") == pytest.approx(2595 * math.log10(2))
-    assert hz_to_mel(1000.0, "htk") == pytest.approx(1000.0, abs=0.02)      # HTK: 1000 Hz ~ 1000 mel
-    assert hz_to_mel(500.0, "slaney") == pytest.approx(7.5)                 # linear part: 200/3 Hz per mel
+    assert hz_to_mel(1000.0, "htk") == pytest.approx(1000.0, abs=0.02)  # HTK: 1000 Hz ~ 1000 mel
+    assert hz_to_mel(500.0, "slaney") == pytest.approx(7.5)  # linear part: 200/3 Hz per mel
     assert hz_to_mel(1000.0, "slaney") == pytest.approx(15.0)
-    assert hz_to_mel(6400.0, "slaney") == pytest.approx(42.0)               # 27 mels per factor 6.4
+    assert hz_to_mel(6400.0, "slaney") == pytest.approx(42.0)  # 27 mels per factor 6.4
     f = np.linspace(0, 11025, 997)
     for scale in ("htk", "slaney"):
         assert np.allclose(mel_to_hz(hz_to_mel(f, scale), scale), f, atol=1e-8)
@@ -128,6 +133,7 @@ def test_mel_scales_anchor_points():
 
 def _reference_filterbank(n_freqs, sr, n_mels, f_min, f_max, scale, norm):
     """Independent reference: scalar loops, each triangle evaluated piecewise from its three edges."""
+
     def to_mel(f):
         if scale == "htk":
             return 2595.0 * math.log10(1.0 + f / 700.0)
@@ -155,37 +161,51 @@ def _reference_filterbank(n_freqs, sr, n_mels, f_min, f_max, scale, norm):
     return fb
 
 
-@pytest.mark.parametrize("scale,norm,sr,n_fft,n_mels,f_min,f_max", [
-    ("htk", None, 16000, 512, 64, 0.0, None),
-    ("htk", None, 22050, 1024, 80, 30.0, 8000.0),
-    ("slaney", "slaney", 16000, 400, 80, 0.0, None),               # Whisper's filterbank parameters
-    ("slaney", None, 44100, 2048, 128, 20.0, 16000.0),
-])
+@pytest.mark.parametrize(
+    "scale,norm,sr,n_fft,n_mels,f_min,f_max",
+    [
+        ("htk", None, 16000, 512, 64, 0.0, None),
+        ("htk", None, 22050, 1024, 80, 30.0, 8000.0),
+        ("slaney", "slaney", 16000, 400, 80, 0.0, None),  # Whisper's filterbank parameters
+        ("slaney", None, 44100, 2048, 128, 20.0, 16000.0),
+    ],
+)
 def test_mel_filterbank_matches_reference(scale, norm, sr, n_fft, n_mels, f_min, f_max):
     n_freqs = n_fft // 2 + 1
     fb = mel_filterbank(n_freqs, sr, n_mels, f_min, f_max, scale, norm)
     ref = _reference_filterbank(n_freqs, sr, n_mels, f_min, f_max or sr / 2, scale, norm)
     assert fb.shape == (n_mels, n_freqs)
     assert np.abs(fb - ref).max() <= 1e-9 * max(1.0, ref.max())
-    assert np.all(fb >= 0) and np.all(fb.sum(axis=1) > 0)          # no empty filter at these sizes
+    assert np.all(fb >= 0) and np.all(fb.sum(axis=1) > 0)  # no empty filter at these sizes
 
 
 def test_slaney_norm_gives_unit_area():
-    fine = 20001                                                   # dense grid: triangle areas in Hz
+    fine = 20001  # dense grid: triangle areas in Hz
     fb = mel_filterbank(fine, 16000, 40, 0.0, None, "slaney", "slaney")
     df = 8000.0 / (fine - 1)
     assert np.allclose(fb.sum(axis=1) * df, 1.0, atol=2e-3)
 
 
-@pytest.mark.parametrize("power,log,scale,norm,prescale", [(2.0, "ln", "htk", None, 1.0),
-                                                           (1.0, "log10", "slaney", "slaney", 1.0),
-                                                           (2.0, "log10", "slaney", "slaney", 8.0)])
+@pytest.mark.parametrize(
+    "power,log,scale,norm,prescale",
+    [(2.0, "ln", "htk", None, 1.0), (1.0, "log10", "slaney", "slaney", 1.0), (2.0, "log10", "slaney", "slaney", 8.0)],
+)
 def test_logmel_matches_reference(power, log, scale, norm, prescale):
     sr, n_fft, hop, n_mels = 16000, 400, 160, 80
     x = _signal(8000)
-    x[:, 2000:3000] = 0.0                                          # silence hits the clamp
-    ref_spec = torch.stft(x.double(), n_fft, hop, window=torch.hann_window(n_fft, dtype=torch.float64),
-                          center=True, pad_mode="reflect", return_complex=True).abs() ** power
+    x[:, 2000:3000] = 0.0  # silence hits the clamp
+    ref_spec = (
+        torch.stft(
+            x.double(),
+            n_fft,
+            hop,
+            window=torch.hann_window(n_fft, dtype=torch.float64),
+            center=True,
+            pad_mode="reflect",
+            return_complex=True,
+        ).abs()
+        ** power
+    )
     fb = torch.from_numpy(_reference_filterbank(n_fft // 2 + 1, sr, n_mels, 0.0, sr / 2, scale, norm))
     ref = torch.log(torch.clamp(torch.einsum("mf,bft->bmt", fb, ref_spec), min=1e-10))
     if log == "log10":
@@ -198,12 +218,13 @@ def test_logmel_matches_reference(power, log, scale, norm, prescale):
     energy = torch.exp(ref * (math.log(10.0) if log == "log10" else 1.0))
     strong = energy > 1e-4 * energy.amax(dim=1, keepdim=True)
     assert (got - ref)[strong].abs().max().item() <= 1e-3
-    silent = slice(14, 18)                                          # frames wholly inside the silence
+    silent = slice(14, 18)  # frames wholly inside the silence
     assert (got[:, :, silent] - ref[:, :, silent]).abs().max().item() < 1e-4
 
 
 def test_plain_torch_stft_does_not_convert(tmp_path):
     """The wall itself: torch.stft has no lowering (fails before any GPU check)."""
+
     class Plain(nn.Module):
         def forward(self, x):
             return torch.stft(x, 256, 64, window=torch.hann_window(256), return_complex=True).abs()
@@ -222,18 +243,25 @@ class FrontEnds(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.stft = ConvSTFT(512, 128)                                        # reflect, complex channels
+        self.stft = ConvSTFT(512, 128)  # reflect, complex channels
         self.istft = ConvISTFT(512, 128, length=SR)
-        self.mel_htk = LogMel(SR, 512, 128, n_mels=64)                        # power, ln, HTK
-        self.mel_whisper = LogMel(SR, 400, 160, n_mels=80, mel_scale="slaney", norm="slaney", log="log10",
-                                  pad_mode="constant")
-        self.mel_loud = LogMel(SR, 1024, 256, n_mels=64)                      # |X| ~ 512: power > 65504
+        self.mel_htk = LogMel(SR, 512, 128, n_mels=64)  # power, ln, HTK
+        self.mel_whisper = LogMel(
+            SR, 400, 160, n_mels=80, mel_scale="slaney", norm="slaney", log="log10", pad_mode="constant"
+        )
+        self.mel_loud = LogMel(SR, 1024, 256, n_mels=64)  # |X| ~ 512: power > 65504
         self.mel_loud_prescaled = LogMel(SR, 1024, 256, n_mels=64, prescale=16.0)
 
     def forward(self, x, loud):
         spec = self.stft(x)
-        return (spec, self.istft(spec), self.mel_htk(x), self.mel_whisper(x), self.mel_loud(loud),
-                self.mel_loud_prescaled(loud))
+        return (
+            spec,
+            self.istft(spec),
+            self.mel_htk(x),
+            self.mel_whisper(x),
+            self.mel_loud(loud),
+            self.mel_loud_prescaled(loud),
+        )
 
 
 OUTPUTS = ["stft", "istft_round_trip", "logmel_htk", "logmel_whisper", "logmel_loud", "logmel_loud_prescaled"]
@@ -242,11 +270,11 @@ OUTPUTS = ["stft", "istft_round_trip", "logmel_htk", "logmel_whisper", "logmel_l
 @pytest.fixture(scope="module")
 def front_ends_on_gpu(gpu, tmp_path_factory):
     x = _signal(SR, batch=1)
-    x[:, 4000:6000] = 0.0                                                     # silence: clamp path
+    x[:, 4000:6000] = 0.0  # silence: clamp path
     t = torch.arange(SR) / SR
     g = torch.Generator().manual_seed(1)
     loud = 2.0 * torch.sin(2 * math.pi * 1000.0 * t) + 0.02 * torch.randn(SR, generator=g)
-    loud = loud.unsqueeze(0)                                                  # a tone at 2x full scale
+    loud = loud.unsqueeze(0)  # a tone at 2x full scale
     model = FrontEnds().eval()
     result = gpu_vs_torch(model, (x, loud), tmp_path_factory.mktemp("spectral") / "front_ends.tflite")
     return result, torch_outputs(model, (x, loud))
@@ -285,8 +313,10 @@ def test_loud_power_spectrum_overflows_fp16_and_prescale_fixes_it(front_ends_on_
     """A tone of amplitude 2 (un-normalised audio, a gain stage) with n_fft=1024 and a Hann window has
     |X| ~ 512, power ~ 2.6e5 > 65504: on the fp16 GPU the plain log-mel is inf / wrong at the tone's
     bins; prescale=16 computes the spectrum within fp16's range and matches there."""
-    print(f"\n[llvmpipe fp16] loudest 1% of log-mel bins, max error: plain "
-          f"{_error_at_loudest(front_ends_on_gpu, 'logmel_loud'):.3g}, prescale=16 "
-          f"{_error_at_loudest(front_ends_on_gpu, 'logmel_loud_prescaled'):.3g}")
-    assert not _error_at_loudest(front_ends_on_gpu, "logmel_loud") < 0.5        # inf counts as failing
+    print(
+        f"\n[llvmpipe fp16] loudest 1% of log-mel bins, max error: plain "
+        f"{_error_at_loudest(front_ends_on_gpu, 'logmel_loud'):.3g}, prescale=16 "
+        f"{_error_at_loudest(front_ends_on_gpu, 'logmel_loud_prescaled'):.3g}"
+    )
+    assert not _error_at_loudest(front_ends_on_gpu, "logmel_loud") < 0.5  # inf counts as failing
     assert _error_at_loudest(front_ends_on_gpu, "logmel_loud_prescaled") < 0.05

@@ -323,7 +323,7 @@ def test_channels_first_layernorm_exact_in_torch():
 
 
 def test_hf_convnext_layernorm_is_patched_exactly():
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     from transformers.models.convnext.modeling_convnext import ConvNextLayerNorm
 
     model = nn.Sequential(ConvNextLayerNorm(16, data_format="channels_first"), nn.Conv2d(16, 4, 1),

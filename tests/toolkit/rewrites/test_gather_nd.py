@@ -12,13 +12,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("litert_torch")
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch.nn as nn
+import torch.nn.functional as F
 
-from litert_gpu_toolkit.export import export_tflite, gpu_vs_torch  # noqa: E402
-from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
-from litert_gpu_toolkit.rewrites import PATCHES  # noqa: E402
-from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper  # noqa: E402
+from litert_gpu_toolkit.export import export_tflite, gpu_vs_torch
+from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.rewrites import PATCHES
+from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 from litert_gpu_toolkit.rewrites.gather_nd import (
     EdgePadMaxPool,
     SliceConcatPadConv,
@@ -123,9 +123,10 @@ def test_maxpool_edge_pad_bit_exact_for_any_input():
                         x = torch.randn(2, 3, n, n + 1) * 4 - 6          # mostly negative
                         assert torch.equal(maxpool_edge_pad(x, k, s, p, ceil), F.max_pool2d(x, k, s, p, ceil_mode=ceil))
                         x1 = x[:, :, 0]
-                        assert torch.equal(maxpool_edge_pad(x1, k, s, p, ceil), F.max_pool1d(x1, k, s, p, ceil_mode=ceil))
+                        want = F.max_pool1d(x1, k, s, p, ceil_mode=ceil)
+                        assert torch.equal(maxpool_edge_pad(x1, k, s, p, ceil), want)
                         checked += 1
-    assert checked == 5 * 3 * 7 * 2          # 7 (kernel, padding <= kernel/2) pairs per size and stride
+    assert checked == 5 * 3 * 7 * 2  # 7 (kernel, padding <= kernel/2) pairs per size and stride
     # non-finite values behave like torch's max pool too
     x = torch.randn(1, 2, 7, 7)
     x[0, 0, 0, 0], x[0, 0, 3, 6], x[0, 1, 6, 2] = -math.inf, math.inf, math.nan
@@ -135,15 +136,21 @@ def test_maxpool_edge_pad_bit_exact_for_any_input():
 
 
 def test_patch_maxpool_zeropad_modules_mtcnn_style():
-    pnet_like = nn.Sequential(nn.Conv2d(3, 4, 3), nn.PReLU(4), nn.MaxPool2d(2, 2, ceil_mode=True),
-                              nn.MaxPool2d(3, 2, ceil_mode=True), nn.MaxPool2d(3, 2, 1), nn.MaxPool2d(2, 2),
-                              nn.MaxPool2d(3, 1, 1, dilation=2))
+    pnet_like = nn.Sequential(
+        nn.Conv2d(3, 4, 3),
+        nn.PReLU(4),
+        nn.MaxPool2d(2, 2, ceil_mode=True),
+        nn.MaxPool2d(3, 2, ceil_mode=True),
+        nn.MaxPool2d(3, 2, 1),
+        nn.MaxPool2d(2, 2),
+        nn.MaxPool2d(3, 1, 1, dilation=2),
+    )
     x = torch.randn(1, 3, 61, 54)
     with torch.no_grad():
         ref = pnet_like(x)
         changes = patch_maxpool_zeropad(pnet_like)
         got = pnet_like(x)
-    assert [c.path for c in changes] == ["2", "3", "4"]          # unpadded and dilated pools are left alone
+    assert [c.path for c in changes] == ["2", "3", "4"]  # unpadded and dilated pools are left alone
     assert all(isinstance(pnet_like[i], EdgePadMaxPool) for i in (2, 3, 4))
     assert torch.equal(got, ref)
 
@@ -155,8 +162,15 @@ def test_resize_matrix_rows_sum_to_one():
         np.testing.assert_allclose(m.sum(1), 1.0, atol=1e-12)
 
 
-INTERP_CASES = [dict(scale_factor=2), dict(scale_factor=1.5), dict(scale_factor=(0.5, 3)), dict(size=(11, 3)),
-                dict(size=(4, 13)), dict(scale_factor=1.7, recompute_scale_factor=True), dict(size=(1, 1))]
+INTERP_CASES = [
+    dict(scale_factor=2),
+    dict(scale_factor=1.5),
+    dict(scale_factor=(0.5, 3)),
+    dict(size=(11, 3)),
+    dict(size=(4, 13)),
+    dict(scale_factor=1.7, recompute_scale_factor=True),
+    dict(size=(1, 1)),
+]
 
 
 @pytest.mark.parametrize("mode,align", [("bicubic", False), ("bicubic", True), ("bilinear", True)])
@@ -180,12 +194,18 @@ def test_interpolate_never_switches_align_corners():
     x = torch.randn(1, 2, 5, 6)
     a = interpolate_separable(x, scale_factor=2, mode="bilinear", align_corners=True)
     b = F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
-    assert rel_err(a, b) > 1e-2                      # the two conventions really differ here
-    model = nn.Sequential(nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True),
-                          nn.Upsample(scale_factor=2, mode="bicubic"), nn.Upsample(scale_factor=2, mode="bilinear"))
-    assert [c.path for c in patch_interpolate(model)] == ["1"]          # bilinear+align_corners is opt-in
-    model = nn.Sequential(nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True),
-                          nn.Upsample(scale_factor=2, mode="bicubic"), nn.Upsample(scale_factor=2, mode="bilinear"))
+    assert rel_err(a, b) > 1e-2  # the two conventions really differ here
+    model = nn.Sequential(
+        nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True),
+        nn.Upsample(scale_factor=2, mode="bicubic"),
+        nn.Upsample(scale_factor=2, mode="bilinear"),
+    )
+    assert [c.path for c in patch_interpolate(model)] == ["1"]  # bilinear+align_corners is opt-in
+    model = nn.Sequential(
+        nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True),
+        nn.Upsample(scale_factor=2, mode="bicubic"),
+        nn.Upsample(scale_factor=2, mode="bilinear"),
+    )
     with torch.no_grad():
         ref = model(x)
         assert [c.path for c in patch_interpolate(model, bilinear_align_corners=True)] == ["0", "1"]
@@ -246,6 +266,7 @@ def test_functional_handlers_exact_and_scoped():
 
 # Swin patch merging: the original (microsoft) form and the timm forms -------------------------
 
+
 class SwinPatchMerging(nn.Module):
     """Original Swin v1: (B, H*W, C) input, strided slices, norm then reduction."""
 
@@ -282,8 +303,13 @@ class TimmPatchMerging(nn.Module):
 
 def merging_models(dim=4):
     torch.manual_seed(4)
-    return nn.ModuleDict({"swin": SwinPatchMerging((6, 8), dim), "timm": TimmPatchMerging(dim),
-                          "timm_v2": TimmPatchMerging(dim, norm_first=False)})
+    return nn.ModuleDict(
+        {
+            "swin": SwinPatchMerging((6, 8), dim),
+            "timm": TimmPatchMerging(dim),
+            "timm_v2": TimmPatchMerging(dim, norm_first=False),
+        }
+    )
 
 
 @pytest.mark.parametrize("hw", [(6, 8), (5, 7), (2, 2)])
@@ -304,13 +330,21 @@ def test_patch_merging_bit_exact(hw):
 # (2) + (3): conversions
 # ---------------------------------------------------------------------------------------------
 
+
 def not_walls(even, x, x3):
     """Patterns the spec lists as GATHER_ND sources that this converter handles without a gather."""
     focus = torch.cat([even[..., ::2, ::2], even[..., 1::2, ::2], even[..., ::2, 1::2], even[..., 1::2, 1::2]], 1)
-    return (x[:, ::2], x[..., 1::2], x[:, :, ::3], focus, x3[:, ::2],
-            F.interpolate(x, size=(9, 13), mode="bilinear", align_corners=True),
-            F.max_pool2d(x - 3, 3, 2, 1), F.max_pool2d(x - 3, 3, 2, 0, ceil_mode=True),
-            F.pad(x, (2, 1, 1, 2), mode="reflect"))
+    return (
+        x[:, ::2],
+        x[..., 1::2],
+        x[:, :, ::3],
+        focus,
+        x3[:, ::2],
+        F.interpolate(x, size=(9, 13), mode="bilinear", align_corners=True),
+        F.max_pool2d(x - 3, 3, 2, 1),
+        F.max_pool2d(x - 3, 3, 2, 0, ceil_mode=True),
+        F.pad(x, (2, 1, 1, 2), mode="reflect"),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -357,6 +391,7 @@ def test_flip_runs_on_gpu_but_is_wrong_so_pads_are_built_from_slices(outdir, gpu
 
 # each wall: the plain conversion contains it ------------------------------------------------
 
+
 def wall_originals():
     def grid(x, g):
         return F.grid_sample(x, g, mode="bilinear", padding_mode="zeros", align_corners=False)
@@ -368,11 +403,15 @@ def wall_originals():
         # (a replicate pad of exactly 1 equals a symmetric mirror pad and converts to MIRROR_PAD)
         return F.pad(x1, (2, 1), mode="reflect"), F.pad(x2, (2, 2, 1, 1), mode="replicate")
 
-    return {"grid": (Fn(grid), (torch.randn(1, 3, 6, 7), torch.rand(1, 4, 5, 2) * 2 - 1)),
-            "bicubic": (Fn(bicubic), (torch.randn(1, 3, 5, 6),)),
-            "pads": (Fn(pads), (torch.randn(1, 3, 12), torch.randn(1, 3, 6, 7))),
-            "conv1d_reflect_p0": (nn.Sequential(nn.Conv1d(3, 4, 3, padding=0, padding_mode="reflect")),
-                                  (torch.randn(1, 3, 12),))}
+    return {
+        "grid": (Fn(grid), (torch.randn(1, 3, 6, 7), torch.rand(1, 4, 5, 2) * 2 - 1)),
+        "bicubic": (Fn(bicubic), (torch.randn(1, 3, 5, 6),)),
+        "pads": (Fn(pads), (torch.randn(1, 3, 12), torch.randn(1, 3, 6, 7))),
+        "conv1d_reflect_p0": (
+            nn.Sequential(nn.Conv1d(3, 4, 3, padding=0, padding_mode="reflect")),
+            (torch.randn(1, 3, 12),),
+        ),
+    }
 
 
 @pytest.mark.parametrize("name,gathers", [("grid", 1), ("bicubic", 1), ("pads", 3), ("conv1d_reflect_p0", 1)])
@@ -384,23 +423,34 @@ def test_original_contains_gather_nd(name, gathers, outdir):
 
 # each rewrite: converts without it, GPU-only, matches ------------------------------------------
 
+
 def rewritten_grid(x, g):
     return tuple(F.grid_sample(x, g, mode=m, padding_mode=p, align_corners=a) for m, p, a in GRID_VARIANTS)
 
 
 def rewritten_resize(x):
-    return (F.interpolate(x, scale_factor=2, mode="bicubic"),
-            F.interpolate(x, size=(7, 10), mode="bicubic", align_corners=True))
+    return (
+        F.interpolate(x, scale_factor=2, mode="bicubic"),
+        F.interpolate(x, size=(7, 10), mode="bicubic", align_corners=True),
+    )
 
 
 def rewritten_pads(x1, x2):
-    return (F.pad(x1, (3, 2), mode="reflect"), F.pad(x1, (1, 2), mode="replicate"),
-            F.pad(x2, (2, 1, 1, 2), mode="reflect"), F.pad(x2, (1, 1, 2, 0), mode="circular"))
+    return (
+        F.pad(x1, (3, 2), mode="reflect"),
+        F.pad(x1, (1, 2), mode="replicate"),
+        F.pad(x2, (2, 1, 1, 2), mode="reflect"),
+        F.pad(x2, (1, 1, 2, 0), mode="circular"),
+    )
 
 
 def rewritten_pools(x):
-    return (F.max_pool2d(x, 3, 2, 1), F.max_pool2d(x, 3, 2, 0, ceil_mode=True),
-            F.max_pool2d(x, 2, 2, ceil_mode=True), F.max_pool2d(x, 5, 1, 2))
+    return (
+        F.max_pool2d(x, 3, 2, 1),
+        F.max_pool2d(x, 3, 2, 0, ceil_mode=True),
+        F.max_pool2d(x, 2, 2, ceil_mode=True),
+        F.max_pool2d(x, 5, 1, 2),
+    )
 
 
 class ConvPads(nn.Module):

@@ -14,7 +14,7 @@ from litert_gpu_toolkit.convert import convert_for_gpu
 from litert_gpu_toolkit.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.identical_or_constant_inputs import patch_relative_position_bias
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "zoo"))
-from architectures import redraw_weights  # noqa: E402  (the zoo's weight rule: O(1) activations)
+from architectures import redraw_weights  # the zoo's weight rule: O(1) activations
 
 transformers = pytest.importorskip("transformers")
 

@@ -14,15 +14,15 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("litert_torch")
 einops = pytest.importorskip("einops")   # pinned in requirements.txt; the toolkit itself does not need it
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from einops.layers.torch import Rearrange as EinopsRearrange  # noqa: E402
-from torch.overrides import TorchFunctionMode  # noqa: E402
+import torch.nn as nn
+import torch.nn.functional as F
+from einops.layers.torch import Rearrange as EinopsRearrange
+from torch.overrides import TorchFunctionMode
 
-from litert_gpu_toolkit.export import export_tflite, gpu_vs_torch  # noqa: E402
-from litert_gpu_toolkit.model_info import read_model_info  # noqa: E402
-from litert_gpu_toolkit.rewrites import PATCHES  # noqa: E402
-from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper  # noqa: E402
+from litert_gpu_toolkit.export import export_tflite, gpu_vs_torch
+from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.rewrites import PATCHES
+from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 from litert_gpu_toolkit.rewrites.rank_gt_4 import (
     DepthToSpace,
     PixelShuffleConvTranspose,
@@ -373,15 +373,23 @@ def test_patch_einops_layers():
 
 
 def test_toolkit_works_without_einops():
-    code = ("import sys; sys.modules['einops'] = None\n"
-            "import torch, torch.nn as nn\n"
-            "from litert_gpu_toolkit.rewrites import rank_gt_4 as rank\n"
-            "assert rank.patch_einops(nn.Sequential(nn.ReLU())) == []\n"
-            "x = torch.randn(2, 6, 4)\n"
-            "assert torch.equal(rank.rearrange(x, 'b (h w) c -> b c h w', h=2), x.reshape(2, 2, 3, 4).permute(0, 3, 1, 2))\n"
-            "print('ok')\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={"PYTHONPATH": str(ROOT / "utilities"), "PATH": "/usr/bin:/bin"})
+    code = (
+        "import sys; sys.modules['einops'] = None\n"
+        "import torch, torch.nn as nn\n"
+        "from litert_gpu_toolkit.rewrites import rank_gt_4 as rank\n"
+        "assert rank.patch_einops(nn.Sequential(nn.ReLU())) == []\n"
+        "x = torch.randn(2, 6, 4)\n"
+        "want = x.reshape(2, 2, 3, 4).permute(0, 3, 1, 2)\n"
+        "assert torch.equal(rank.rearrange(x, 'b (h w) c -> b c h w', h=2), want)\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT / "utilities"), "PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
 
 
@@ -395,9 +403,11 @@ def test_views_handler_is_exact_on_inline_patterns():
         a = a.view(b_ // nw, nw, heads, n, n) + m.unsqueeze(1).unsqueeze(0)
         return (a.view(-1, heads, n, n) * 2 - 1).softmax(-1)
 
-    cases = [(lambda x: vit_attention(x, w), (torch.randn(2, 5, 8),)),
-             (lambda x: ref_window_reverse(ref_window_partition(x, 3) * 2, 3, 6, 9), (torch.randn(2, 6, 9, 4),)),
-             (mask_add, (torch.randn(4, 2, 9, 9), torch.randn(2, 9, 9)))]
+    cases = [
+        (lambda x: vit_attention(x, w), (torch.randn(2, 5, 8),)),
+        (lambda x: ref_window_reverse(ref_window_partition(x, 3) * 2, 3, 6, 9), (torch.randn(2, 6, 9, 4),)),
+        (mask_add, (torch.randn(4, 2, 9, 9), torch.randn(2, 9, 9))),
+    ]
     for fn, args in cases:
         wrapped = lower_rank_views(Fn(fn))
         with torch.no_grad():
@@ -408,7 +418,7 @@ def test_views_handler_is_exact_on_inline_patterns():
 def test_views_handler_stays_correct_with_inplace_ops():
     def fn(x):
         u = x.view(1, 2, 2, 2, 2, 3).permute(0, 1, 3, 2, 4, 5).contiguous()
-        u.mul_(2)                        # mutates a copy the handler had recorded as "made of x"
+        u.mul_(2)  # mutates a copy the handler had recorded as "made of x"
         v = x.view(1, 2, 2, 2, 2, 3).permute(0, 1, 3, 2, 4, 5)
         return u.view(1, 4, 4, 3), F.relu(v.reshape(1, 4, 4, 3), inplace=True) + 1
 
@@ -420,6 +430,7 @@ def test_views_handler_stays_correct_with_inplace_ops():
 # ---------------------------------------------------------------------------------------------
 # (2) + (3): conversions
 # ---------------------------------------------------------------------------------------------
+
 
 def test_pixel_shuffle_original_is_rank4_here(outdir):
     model = nn.Sequential(nn.PixelShuffle(2), nn.PixelUnshuffle(3))
@@ -433,8 +444,10 @@ def originals():
     return {
         "swin_block": (RefSwinBlock(), (torch.randn(1, 64, 8),)),
         "qkv": (Fn(lambda x: vit_attention(x, w)), (torch.randn(1, 5, 8),)),
-        "einops": (nn.Sequential(EinopsRearrange("b (h p1) (w p2) c -> b (h w) (p1 p2 c)", p1=2, p2=2)),
-                   (torch.randn(1, 6, 4, 3),)),
+        "einops": (
+            nn.Sequential(EinopsRearrange("b (h p1) (w p2) c -> b (h w) (p1 p2 c)", p1=2, p2=2)),
+            (torch.randn(1, 6, 4, 3),),
+        ),
     }
 
 
@@ -465,8 +478,10 @@ def rewritten_cases():
         "qkv": (GpuRewriteWrapper(Fn(lambda x: vit_attention(x, w))), (torch.randn(2, 5, 8),)),
         "pixel_shuffle": (pix, (torch.randn(2, 3, 5, 6),)),
         "conv_transpose": (convt, (torch.randn(1, 3, 5, 6),)),
-        "einops": (EinopsPair(layers, GpuRewriteWrapper(Fn(einops_functional))),
-                   (torch.randn(1, 6, 4, 3), torch.randn(1, 3, 4, 6))),
+        "einops": (
+            EinopsPair(layers, GpuRewriteWrapper(Fn(einops_functional))),
+            (torch.randn(1, 6, 4, 3), torch.randn(1, 3, 4, 6)),
+        ),
     }
 
 

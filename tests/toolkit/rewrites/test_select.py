@@ -1,26 +1,15 @@
 """SELECT: arith_where and the module / functional spellings (exact, op gone, GPU-only match)."""
-import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from litert_gpu_toolkit.export import export_tflite, gpu_vs_torch
-from litert_gpu_toolkit.model_info import read_model_info
-from litert_gpu_toolkit.rewrites import PATCHES
 from litert_gpu_toolkit.rewrites.select import arith_where, patch_select
-from litert_gpu_toolkit.rewrites.amax import channel_max, patch_amax
-from litert_gpu_toolkit.rewrites.split import chunk_slices, patch_chunk, split_slices
-from litert_gpu_toolkit.rewrites.relu_0_to_1 import clamp01, hardsigmoid_arith, patch_hardsigmoid
-from litert_gpu_toolkit.rewrites.broadcast_to import expand_by_cat, patch_broadcast_to, patch_repeat_kv, repeat_kv_cat
-from litert_gpu_toolkit.rewrites.linear_channel_attention import patch_channel_attention_linear
-from litert_gpu_toolkit.rewrites.identical_or_constant_inputs import patch_degenerate_softmax
-from litert_gpu_toolkit.rewrites.scoping import scope_rewrites, scoped_rewrites
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 from litert_gpu_toolkit.runtime import compile_and_run
 
-from wall_checks import INF, _close, _convert, _gpu_clean, _same  # noqa: F401
+from wall_checks import INF, _close, _convert, _gpu_clean, _same
 
 
 def test_arith_where_is_exact_for_finite_and_infinite_values():

@@ -34,22 +34,44 @@ def _rel_err(out, ref):
     return float((out - ref).abs().max() / ref.abs().max().clamp_min(1e-12))
 
 
-SWEEP_1D = [dict(k=k, s=s, p=p, op=op, d=d, g=g, cin=cin, cout=cout)
-            for (k, s, p, d), (cin, cout, g) in itertools.product(
-                [(4, 2, 1, 1), (8, 4, 2, 1), (3, 2, 1, 1), (5, 3, 0, 1), (2, 2, 0, 1), (7, 4, 3, 1), (3, 2, 2, 2), (1, 3, 0, 1)],
-                [(3, 5, 1), (6, 4, 2)])
-            for op in range(max(s, d)) if op < max(s, d)]
+SWEEP_1D = [
+    dict(k=k, s=s, p=p, op=op, d=d, g=g, cin=cin, cout=cout)
+    for (k, s, p, d), (cin, cout, g) in itertools.product(
+        [
+            (4, 2, 1, 1),
+            (8, 4, 2, 1),
+            (3, 2, 1, 1),
+            (5, 3, 0, 1),
+            (2, 2, 0, 1),
+            (7, 4, 3, 1),
+            (3, 2, 2, 2),
+            (1, 3, 0, 1),
+        ],
+        [(3, 5, 1), (6, 4, 2)],
+    )
+    for op in range(max(s, d))
+    if op < max(s, d)
+]
 
 
 @pytest.mark.parametrize("cls", [ZeroStuffConvT1d, PolyphaseConvT1d])
 def test_1d_forms_are_exact_over_options(cls):
     torch.manual_seed(0)
     for c in SWEEP_1D:
-        m = nn.ConvTranspose1d(c["cin"], c["cout"], c["k"], stride=c["s"], padding=c["p"], output_padding=c["op"],
-                               dilation=c["d"], groups=c["g"], bias=c["k"] % 2 == 0)
+        m = nn.ConvTranspose1d(
+            c["cin"],
+            c["cout"],
+            c["k"],
+            stride=c["s"],
+            padding=c["p"],
+            output_padding=c["op"],
+            dilation=c["d"],
+            groups=c["g"],
+            bias=c["k"] % 2 == 0,
+        )
         r = cls.from_conv_transpose(m)
         for length in (1, 13):
-            x = torch.randn(2, c["cin"], length) * 3 - 1           # negative values, odd sizes
+            x = torch.randn(2, c["cin"], length) * 3 - 1  # negative values, odd sizes
             ref = m(x)
             if ref.numel() == 0:
                 continue
@@ -58,18 +80,24 @@ def test_1d_forms_are_exact_over_options(cls):
             assert _rel_err(out, ref) < 2e-6, (c, length)
 
 
-SWEEP_2D = [((4, 4), (2, 2), (1, 1), (0, 0), (1, 1), 1), ((3, 5), (2, 3), (1, 2), (1, 2), (1, 1), 2),
-            ((8, 8), (4, 4), (2, 2), (3, 1), (1, 1), 1), ((3, 3), (2, 2), (0, 1), (1, 0), (2, 1), 1),
-            ((2, 2), (2, 2), (0, 0), (0, 0), (1, 1), 6), ((5, 4), (3, 2), (2, 1), (2, 1), (1, 1), 3),
-            ((1, 1), (2, 2), (0, 0), (1, 1), (1, 1), 1)]
+SWEEP_2D = [
+    ((4, 4), (2, 2), (1, 1), (0, 0), (1, 1), 1),
+    ((3, 5), (2, 3), (1, 2), (1, 2), (1, 1), 2),
+    ((8, 8), (4, 4), (2, 2), (3, 1), (1, 1), 1),
+    ((3, 3), (2, 2), (0, 1), (1, 0), (2, 1), 1),
+    ((2, 2), (2, 2), (0, 0), (0, 0), (1, 1), 6),
+    ((5, 4), (3, 2), (2, 1), (2, 1), (1, 1), 3),
+    ((1, 1), (2, 2), (0, 0), (1, 1), (1, 1), 1),
+]
 
 
 @pytest.mark.parametrize("cls", [ZeroStuffConvT2d, PolyphaseConvT2d])
 def test_2d_forms_are_exact_over_options(cls):
     torch.manual_seed(1)
     for k, s, p, op, d, g in SWEEP_2D:
-        m = nn.ConvTranspose2d(6, 6 if g == 6 else 9 if g == 3 else 4, k, stride=s, padding=p, output_padding=op,
-                               dilation=d, groups=g)
+        m = nn.ConvTranspose2d(
+            6, 6 if g == 6 else 9 if g == 3 else 4, k, stride=s, padding=p, output_padding=op, dilation=d, groups=g
+        )
         r = cls.from_conv_transpose(m)
         for hw in ((1, 1), (5, 7), (6, 3)):
             x = torch.randn(2, 6, *hw) * 2 - 0.5
@@ -109,8 +137,8 @@ def test_grouped_conv_split_is_exact():
 def test_macs_and_auto_choice():
     spec = ConvTSpec.of(nn.ConvTranspose2d(16, 8, 4, stride=2, padding=1))
     native = conv_transpose_macs(spec, (32, 32), "native")
-    assert conv_transpose_macs(spec, (32, 32), "zerostuff") == 4 * native     # s*s times the MACs
-    assert conv_transpose_macs(spec, (32, 32), "polyphase") < 1.1 * native    # + the border rows only
+    assert conv_transpose_macs(spec, (32, 32), "zerostuff") == 4 * native  # s*s times the MACs
+    assert conv_transpose_macs(spec, (32, 32), "polyphase") < 1.1 * native  # + the border rows only
     assert choose_form(spec) == "polyphase"
     dw = ConvTSpec.of(nn.ConvTranspose2d(8, 8, 4, stride=2, padding=1, groups=8))
     assert choose_form(dw) == "depthwise"
@@ -132,6 +160,7 @@ def test_patch_replaces_every_conv_transpose_and_is_registered():
 
 
 # ------------------------------------------------------------------------------ on the converter / GPU
+
 
 class Upsamplers(nn.Module):
     """Four upsamplers, one output each: 2-D s=2 k=4, depthwise 2-D, 1-D s=4 k=8, odd grouped 2-D."""
@@ -166,8 +195,11 @@ def test_plain_conversion_contains_transpose_conv(tmp_path):
     assert info.op_histogram().get("TRANSPOSE_CONV", 0) == 2 + 8, info.op_histogram()
 
 
-@pytest.mark.parametrize("m", [nn.ConvTranspose2d(6, 4, 3, stride=2, padding=1, output_padding=1),
-                               Upsamplers().odd], ids=["k3s2p1op1", "unequal-stride-groups"])
+@pytest.mark.parametrize(
+    "m",
+    [nn.ConvTranspose2d(6, 4, 3, stride=2, padding=1, output_padding=1), Upsamplers().odd],
+    ids=["k3s2p1op1", "unequal-stride-groups"],
+)
 def test_plain_conversion_fails_unless_padding_is_valid_or_same(tmp_path, m):
     """litert-torch 0.10.0 lowers ConvTranspose only with padding 0 or (k - s) / 2 (TFLite VALID / SAME);
     any other padding -- including the common k=3, s=2, p=1, output_padding=1 -- fails to convert."""
@@ -194,7 +226,7 @@ def test_rewritten_converts_without_transpose_conv_and_runs_gpu_only(gpu, tmp_pa
     for c in res.comparisons:
         assert c.nonfinite == 0 and c.corr >= 0.999, res.summary()
     if mode == "polyphase":
-        assert hist.get("DEPTHWISE_CONV_2D", 0) == 1, hist   # the depthwise upsampler stays one op
+        assert hist.get("DEPTHWISE_CONV_2D", 0) == 1, hist  # the depthwise upsampler stays one op
 
 
 def test_depthwise_form_refuses_dense_conv():
@@ -210,8 +242,20 @@ def test_bench_script_quick_smoke(tmp_path, gpu):
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[3]
-    out = subprocess.run([sys.executable, str(root / "scripts" / "bench_rewrites.py"), "--quick", "--repeats", "2",
-                          "--json", str(tmp_path / "bench.json")], capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(root / "scripts" / "bench_rewrites.py"),
+            "--quick",
+            "--repeats",
+            "2",
+            "--json",
+            str(tmp_path / "bench.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert "| ConvTranspose2d s=2 k=4" in out.stdout and "software Vulkan" in out.stdout
     data = json.loads((tmp_path / "bench.json").read_text())

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         model = CompiledModel.from_file(str(job / "model.tflite"), options=options)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
         print(f"compile failed: {exc}", file=sys.stderr)
         write_outputs(args.out, "compile_failed", error=str(exc))
         return 1
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                 n = int(np.prod(d["shape"])) if d["shape"] else 1
                 outputs[name] = out_bufs[pos].read(n, np.dtype(d["dtype"])).reshape(d["shape"])
             run_ms.append((time.perf_counter() - t0) * 1e3)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
         print(f"run failed: {exc}", file=sys.stderr)
         write_outputs(args.out, "run_failed", error=str(exc), compile_ms=compile_ms)
         return 1

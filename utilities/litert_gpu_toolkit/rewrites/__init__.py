@@ -11,4 +11,4 @@ patch (approximate ones only when asked) and returns the combined list of `Chang
 """
 from __future__ import annotations
 
-from .registry import PATCHES, Change, PatchSpec, named_modules_of, register, set_submodule  # noqa: F401
+from .registry import PATCHES, Change, PatchSpec, named_modules_of, register, set_submodule

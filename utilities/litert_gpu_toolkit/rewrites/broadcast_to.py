@@ -6,16 +6,13 @@ repeat_interleave) build the same tensor by concatenation (`repeat_kv_cat`, `exp
 """
 from __future__ import annotations
 
-import math
-import numbers
-from typing import Callable, Sequence
+from typing import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from . import Change, register, set_submodule
-from .functional import GpuRewriteMode, register_handler
+from . import Change, register
+from .functional import register_handler
 from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
 
 

@@ -2,7 +2,6 @@
 """
 from __future__ import annotations
 
-import types
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -10,7 +9,6 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from . import Change, register
 from ..model_info import ModelInfo, TensorInfo
 
 
@@ -47,10 +45,14 @@ class ConstantBlowup:
     def summary(self) -> str:
         head = f"constants {self.constant_bytes / 1e6:.2f} MB in a {self.file_bytes / 1e6:.2f} MB file"
         if self.param_bytes is not None:
-            head += f"; module parameters {self.param_bytes / 1e6:.2f} MB ({self.constant_bytes / max(self.param_bytes, 1):.2f}x)"
+            ratio = self.constant_bytes / max(self.param_bytes, 1)
+            head += f"; module parameters {self.param_bytes / 1e6:.2f} MB ({ratio:.2f}x)"
         lines = [head + (" -- BLOWN UP" if self.blown_up else "")]
         for s in self.suspects[:10]:
-            lines.append(f"  {s.tensor.name} {s.tensor.shape} {s.tensor.nbytes / 1e3:.0f} kB -> {','.join(s.consumers)}: {s.reason}")
+            lines.append(
+                f"  {s.tensor.name} {s.tensor.shape} {s.tensor.nbytes / 1e3:.0f} kB -> "
+                f"{','.join(s.consumers)}: {s.reason}"
+            )
         return "\n".join(lines)
 
 
@@ -64,8 +66,14 @@ def parameter_bytes(module: nn.Module) -> int:
     return total
 
 
-def find_constant_blowup(info: ModelInfo, params: int | nn.Module | None = None, *, ratio: float = 1.25,
-                         min_bytes: int = 64 * 1024, subgraph: int | None = None) -> ConstantBlowup:
+def find_constant_blowup(
+    info: ModelInfo,
+    params: int | nn.Module | None = None,
+    *,
+    ratio: float = 1.25,
+    min_bytes: int = 64 * 1024,
+    subgraph: int | None = None,
+) -> ConstantBlowup:
     """Static check for folded parameter x constant products.
 
     `params`: the source module (or its parameter bytes). Verdict: the file's constants exceed
@@ -89,8 +97,11 @@ def find_constant_blowup(info: ModelInfo, params: int | nn.Module | None = None,
                 continue
             users = [c.op for c in consumers.get(t.index, [])]
             if users and all(u in _ELEMENTWISE for u in users):
-                suspects.append(ConstantFinding(t, users, "large constant feeding only elementwise ops "
-                                                          "(a folded parameter x constant product?)"))
+                suspects.append(
+                    ConstantFinding(
+                        t, users, "large constant feeding only elementwise ops (a folded parameter x constant product?)"
+                    )
+                )
     per_op.sort(key=lambda e: -e[2])
     suspects.sort(key=lambda s: -s.tensor.nbytes)
     return ConstantBlowup(info.size_bytes, info.constant_bytes, param_bytes, ratio, per_op, suspects)

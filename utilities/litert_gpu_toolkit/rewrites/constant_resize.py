@@ -4,17 +4,13 @@ The rewrite drops the identity resize: bit-exact.
 """
 from __future__ import annotations
 
-import functools
-import math
-from typing import Sequence
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import Change, named_modules_of, register, set_submodule
-from .functional import HANDLERS, register_handler
+from . import Change, register
+from .functional import HANDLERS
 from .gather_nd.maxpool import _tuple
 
 

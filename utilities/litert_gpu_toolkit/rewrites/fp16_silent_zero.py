@@ -4,13 +4,11 @@ Exact to fp32 rounding (a power-of-two-free rescale that cancels).
 """
 from __future__ import annotations
 
-import math
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from . import Change, named_modules_of, register, set_submodule
+from . import Change, register, set_submodule
 from .fp16_overflow.norms import SafeRMSNorm, _probe_offset, _rms_eps
 
 

@@ -4,11 +4,7 @@ Exact to fp32 rounding (the same products, in per-group convs).
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 
-import torch
-import torch.nn.functional as F
 from torch import nn
 
 from . import Change, register, set_submodule

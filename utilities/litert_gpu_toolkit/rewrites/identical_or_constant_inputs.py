@@ -22,17 +22,14 @@ the result differs from `F.normalize(x, p=2)` only by fp32 summation order (~1e-
 """
 from __future__ import annotations
 
-import math
-import numbers
-from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import Change, register, set_submodule
+from . import Change, register
 from .registry import declare
-from .functional import GpuRewriteMode, register_handler
+from .functional import register_handler
 from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
 # One implementation of "make a constant operand a runtime input" lives in rewrites.state.
 

@@ -4,18 +4,13 @@ The rewrite reverses with size-1 slices and one concatenation: bit-exact (a copy
 """
 from __future__ import annotations
 
-import functools
-import math
-from typing import Sequence
 
-import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from . import Change, named_modules_of, register, set_submodule
+from . import Change
 from .registry import declare
-from .functional import HANDLERS, register_handler
+from .functional import register_handler
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,16 +6,13 @@ forward pre-hook enters a `GpuRewriteMode`, a forward hook leaves it); nothing g
 """
 from __future__ import annotations
 
-import math
 import numbers
 from typing import Callable, Sequence
 
-import torch
-import torch.nn.functional as F
 from torch import nn
 
-from . import Change, register, set_submodule
-from .functional import GpuRewriteMode, register_handler
+from . import Change, set_submodule
+from .functional import GpuRewriteMode
 
 
 

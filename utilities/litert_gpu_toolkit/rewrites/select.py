@@ -7,15 +7,13 @@ functional handler of the same name rewrites the functional spellings as blends 
 from __future__ import annotations
 
 import math
-import numbers
-from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import Change, register, set_submodule
-from .functional import HANDLERS, GpuRewriteMode, register_handler
+from . import Change, register
+from .functional import register_handler
 from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
 
 

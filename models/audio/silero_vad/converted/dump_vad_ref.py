@@ -61,8 +61,8 @@ def main() -> int:
         return 2
 
     rng = np.random.default_rng(args.seed)
-    silence = lambda s: np.zeros(int(s * SAMPLE_RATE), np.float32)  # noqa: E731
-    noise = lambda s: (0.003 * rng.standard_normal(int(s * SAMPLE_RATE))).astype(np.float32)  # noqa: E731
+    silence = lambda s: np.zeros(int(s * SAMPLE_RATE), np.float32)
+    noise = lambda s: (0.003 * rng.standard_normal(int(s * SAMPLE_RATE))).astype(np.float32)
     parts = [("silence", silence(1.0)), ("speech", speak(SENTENCES[0])), ("silence", silence(1.0)),
              ("speech", speak(SENTENCES[1])), ("noise", noise(1.5)), ("speech", speak(SENTENCES[2])),
              ("noise", noise(1.0))]
@@ -80,16 +80,30 @@ def main() -> int:
     net_prob, h_in, c_in = stream_net(load_net(reference_state_dict(ref)), audio)
     diff = float(np.abs(net_prob - ref_prob).max())
     print(f"torch definition vs TorchScript on this recording: max |dprob| = {diff:.3g} over {len(ref_prob)} chunks")
-    print(f"reference: {int((ref_prob >= 0.5).sum())} chunks >= 0.5, prob range {ref_prob.min():.3f}..{ref_prob.max():.3f}")
+    print(
+        f"reference: {int((ref_prob >= 0.5).sum())} chunks >= 0.5, "
+        f"prob range {ref_prob.min():.3f}..{ref_prob.max():.3f}"
+    )
     other_prob = stream_net(load_net(safetensors_state_dict()), audio)[0]
-    print(f"for comparison, the wheel's silero_vad_16k.safetensors weights: max |dprob| = "
-          f"{np.abs(other_prob - ref_prob).max():.3g} (a different weight set; not used)")
+    print(
+        f"for comparison, the wheel's silero_vad_16k.safetensors weights: max |dprob| = "
+        f"{np.abs(other_prob - ref_prob).max():.3g} (a different weight set; not used)"
+    )
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.wav.parent.mkdir(parents=True, exist_ok=True)
     sf.write(args.wav, audio, SAMPLE_RATE, subtype="FLOAT")
-    np.savez(args.out, audio=audio, ref_prob=ref_prob, net_prob=net_prob, h_in=h_in, c_in=c_in,
-             sample_rate=SAMPLE_RATE, layout=np.array(layout), sentences=np.array(SENTENCES))
+    np.savez(
+        args.out,
+        audio=audio,
+        ref_prob=ref_prob,
+        net_prob=net_prob,
+        h_in=h_in,
+        c_in=c_in,
+        sample_rate=SAMPLE_RATE,
+        layout=np.array(layout),
+        sentences=np.array(SENTENCES),
+    )
     print(f"wrote {args.out} and {args.wav}")
     if diff > args.tolerance:
         print(f"FAIL: the torch definition differs from the TorchScript model by {diff:.3g} > {args.tolerance:g}")

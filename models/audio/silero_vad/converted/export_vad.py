@@ -68,10 +68,16 @@ def main() -> int:
     ref = load_reference()
     state = reference_state_dict(ref)
     other = safetensors_state_dict()
-    assert set(other) == set(state) and all(other[k].shape == state[k].shape for k in state), "safetensors layout changed"
-    differ = [f"{k} {float((other[k] - state[k]).abs().max()):.3g}" for k in state if not torch.equal(other[k], state[k])]
-    print("silero_vad_16k.safetensors vs the TorchScript reference's tensors, max |diff|: "
-          + (", ".join(differ) if differ else "none (identical)"))
+    assert set(other) == set(state) and all(other[k].shape == state[k].shape for k in state), (
+        "safetensors layout changed"
+    )
+    differ = [
+        f"{k} {float((other[k] - state[k]).abs().max()):.3g}" for k in state if not torch.equal(other[k], state[k])
+    ]
+    print(
+        "silero_vad_16k.safetensors vs the TorchScript reference's tensors, max |diff|: "
+        + (", ".join(differ) if differ else "none (identical)")
+    )
 
     net = load_net(state)
     if args.plain:
@@ -102,16 +108,22 @@ def main() -> int:
     info = read_model_info(out)
     sig = info.signatures[0]
     print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB, {info.num_ops} ops) in {time.perf_counter() - start:.1f} s")
-    print(f"inputs {', '.join(f'{n} {list(t.shape)}' for n, t in sig.inputs.items())}; "
-          f"outputs {', '.join(f'{n} {list(t.shape)}' for n, t in sig.outputs.items())}")
+    print(
+        f"inputs {', '.join(f'{n} {list(t.shape)}' for n, t in sig.inputs.items())}; "
+        f"outputs {', '.join(f'{n} {list(t.shape)}' for n, t in sig.outputs.items())}"
+    )
     print("ops:", dict(sorted(info.op_histogram().items())))
     aliased = find_aliased_outputs(info)
     for a in aliased:
-        print(f"output-aliasing pattern: op {a.op_index} ADD({', '.join(a.operands)}) -> output {a.output.name}, "
-              f"also consumed by {', '.join(a.consumers)}")
+        print(
+            f"output-aliasing pattern: op {a.op_index} ADD({', '.join(a.operands)}) -> output {a.output.name}, "
+            f"also consumed by {', '.join(a.consumers)}"
+        )
     guarded = outputs_guarded_by_runtime_one(info)
-    print("outputs emitted as x * one: " + ", ".join(f"{n.removeprefix(sig.key + '_').split('_output')[0]} {g}"
-                                                    for n, g in guarded.items()))
+    print(
+        "outputs emitted as x * one: "
+        + ", ".join(f"{n.removeprefix(sig.key + '_').split('_output')[0]} {g}" for n, g in guarded.items())
+    )
     walls = [op for op in ("GATHER_ND", "SPLIT") if info.has_op(op)]
     if not args.plain and (aliased or walls):
         print(f"FAIL: the GPU step still has {', '.join(walls + ['an aliased ADD output'] * bool(aliased))}")

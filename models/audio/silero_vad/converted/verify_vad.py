@@ -94,23 +94,38 @@ def main() -> int:
     steps = steps_of(audio)
     sig = info.signatures[0]
     if sorted(sig.inputs) != sorted(["audio", "c", "h", ONE_INPUT]):
-        raise ArtifactError(f"{args.model.name} takes {sorted(sig.inputs)}: verify the GPU step (export_vad.py without --plain)")
-    samples = [feed_one({"audio": steps[k:k + 1], "h": ref["h_in"][k:k + 1], "c": ref["c_in"][k:k + 1]})
-               for k in range(len(steps))]
-    print(f"{len(steps)} chunks of {CHUNK} samples ({len(audio) / SAMPLE_RATE:.2f} s) through {args.model.name} "
-          f"on {args.device}")
+        raise ArtifactError(
+            f"{args.model.name} takes {sorted(sig.inputs)}: verify the GPU step (export_vad.py without --plain)"
+        )
+    samples = [
+        feed_one({"audio": steps[k : k + 1], "h": ref["h_in"][k : k + 1], "c": ref["c_in"][k : k + 1]})
+        for k in range(len(steps))
+    ]
+    print(
+        f"{len(steps)} chunks of {CHUNK} samples ({len(audio) / SAMPLE_RATE:.2f} s) through {args.model.name} "
+        f"on {args.device}"
+    )
     run = run_on_device(args.model, {sig.key: samples}, args.device)
     res = residency(info, run)
     print(res.line)
     gates = strict_gates(args.device, res)
-    err_gate, seg_gates = f"max |dprob| <= {args.max_error:g}", ("same number of speech segments",
-                                                                 "segment boundaries within 1 chunk")
+    err_gate, seg_gates = (
+        f"max |dprob| <= {args.max_error:g}",
+        ("same number of speech segments", "segment boundaries within 1 chunk"),
+    )
     if not run.ok:
         print_failure(run)
         gates.update({err_gate: False, seg_gates[0]: False, seg_gates[1]: False})
         report_gates(gates)
-        write_results(args.results_dir, graph=args.model.stem, device=args.device, run=run, residency=res.line,
-                      metrics={}, gates=gates)
+        write_results(
+            args.results_dir,
+            graph=args.model.stem,
+            device=args.device,
+            run=run,
+            residency=res.line,
+            metrics={},
+            gates=gates,
+        )
         return 1
     forced_prob = run.outputs[sig.key]["prob"].reshape(-1)
     forced_err = float(np.abs(forced_prob - ref_prob).max())
@@ -122,7 +137,7 @@ def main() -> int:
     else:
         got_prob, latency = stream(args.model, steps, args.device)
         judged = "streaming, own state"
-        latency = latency[3:]                                  # the first calls warm up
+        latency = latency[3:]  # the first calls warm up
     err = np.abs(got_prob - ref_prob)
     min_speech = math.ceil(args.min_speech_ms / 1000 / CHUNK_S)
     min_silence = math.ceil(args.min_silence_ms / 1000 / CHUNK_S)
@@ -130,15 +145,17 @@ def main() -> int:
     got_segs = segments(got_prob, args.threshold, min_speech, min_silence)
     same_count = len(ref_segs) == len(got_segs)
     shift = max((max(abs(a[0] - b[0]), abs(a[1] - b[1])) for a, b in zip(ref_segs, got_segs)), default=0)
-    seconds = lambda segs: [[round(s * CHUNK_S, 3), round(e * CHUNK_S, 3)] for s, e in segs]  # noqa: E731
+    seconds = lambda segs: [[round(s * CHUNK_S, 3), round(e * CHUNK_S, 3)] for s, e in segs]
     median_ms = latency_ms(latency)
     p10_ms, p90_ms = (float(np.percentile(latency, q)) * 1e3 for q in (10, 90))
 
     print(f"{judged}: max |dprob| = {err.max():.3g} (chunk {int(err.argmax())}), mean {err.mean():.3g}")
     print(f"segments (s), reference: {seconds(ref_segs)}")
     print(f"segments (s), .tflite:   {seconds(got_segs)}  (largest boundary shift: {shift} chunk(s))")
-    print(f"latency per chunk: median {median_ms:.3f} ms (p10 {p10_ms:.3f}, p90 {p90_ms:.3f}) "
-          f"for {CHUNK_S * 1e3:.0f} ms of audio (compile {run.compile_s or 0:.2f} s)")
+    print(
+        f"latency per chunk: median {median_ms:.3f} ms (p10 {p10_ms:.3f}, p90 {p90_ms:.3f}) "
+        f"for {CHUNK_S * 1e3:.0f} ms of audio (compile {run.compile_s or 0:.2f} s)"
+    )
     plot(args.plot, audio, ref_prob, got_prob, ref_segs, got_segs, f"{args.device}, {judged}", args.threshold)
     print(f"wrote {args.plot}")
 
@@ -146,19 +163,38 @@ def main() -> int:
     gates[seg_gates[0]] = same_count
     gates[seg_gates[1]] = bool(same_count and shift <= 1)
     ok = report_gates(gates)
-    metrics = {"max_abs_prob_error": float(err.max()), "segments_tflite_ref": f"{len(got_segs)}/{len(ref_segs)}",
-               LATENCY_METRIC: median_ms, "latency_ms_p10": round(p10_ms, 2),  # per chunk
-               "latency_ms_p90": round(p90_ms, 2),
-               "max_boundary_shift_chunks": int(shift), "mean_abs_prob_error": float(err.mean()),
-               "teacher_forced_max_abs_prob_error": forced_err, "chunks": len(steps),
-               "compile_s": round(run.compile_s or 0.0, 3)}
-    out = write_results(args.results_dir, graph=args.model.stem, device=args.device, run=run, residency=res.line,
-                        metrics=metrics, gates=gates,
-                        headline=["max_abs_prob_error", "segments_tflite_ref", LATENCY_METRIC],
-                        extra={"judged_run": judged, "audio_s": round(len(audio) / SAMPLE_RATE, 2),
-                               "segments_s": {"reference": seconds(ref_segs), "tflite": seconds(got_segs)},
-                               "segmenter": {"threshold": args.threshold, "min_speech_chunks": min_speech,
-                                             "min_silence_chunks": min_silence}})
+    metrics = {
+        "max_abs_prob_error": float(err.max()),
+        "segments_tflite_ref": f"{len(got_segs)}/{len(ref_segs)}",
+        LATENCY_METRIC: median_ms,
+        "latency_ms_p10": round(p10_ms, 2),  # per chunk
+        "latency_ms_p90": round(p90_ms, 2),
+        "max_boundary_shift_chunks": int(shift),
+        "mean_abs_prob_error": float(err.mean()),
+        "teacher_forced_max_abs_prob_error": forced_err,
+        "chunks": len(steps),
+        "compile_s": round(run.compile_s or 0.0, 3),
+    }
+    out = write_results(
+        args.results_dir,
+        graph=args.model.stem,
+        device=args.device,
+        run=run,
+        residency=res.line,
+        metrics=metrics,
+        gates=gates,
+        headline=["max_abs_prob_error", "segments_tflite_ref", LATENCY_METRIC],
+        extra={
+            "judged_run": judged,
+            "audio_s": round(len(audio) / SAMPLE_RATE, 2),
+            "segments_s": {"reference": seconds(ref_segs), "tflite": seconds(got_segs)},
+            "segmenter": {
+                "threshold": args.threshold,
+                "min_speech_chunks": min_speech,
+                "min_silence_chunks": min_silence,
+            },
+        },
+    )
     print(f"{'PASSED' if ok else 'FAILED'}; recorded in {out}")
     return 0 if ok else 1
 

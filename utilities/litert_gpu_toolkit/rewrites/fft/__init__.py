@@ -33,5 +33,5 @@ residency: a library STFT-as-conv stack has converted with correlation 0.83 whil
 """
 from __future__ import annotations
 
-from .basis import make_window, stft_basis, istft_synthesis, window_envelope, hz_to_mel, mel_to_hz, mel_filterbank  # noqa: F401
-from .modules import reflect_pad_1d, split_complex, ConvSTFT, ConvISTFT, LogMel  # noqa: F401
+from .basis import make_window, stft_basis, istft_synthesis, window_envelope, hz_to_mel, mel_to_hz, mel_filterbank
+from .modules import reflect_pad_1d, split_complex, ConvSTFT, ConvISTFT, LogMel

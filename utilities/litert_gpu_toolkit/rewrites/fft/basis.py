@@ -6,8 +6,6 @@ import math
 
 import numpy as np
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,5 +5,17 @@ fp32 rounding); `mask_fill`: the opt-in, approximate -1e4 attention-mask fill.
 """
 from __future__ import annotations
 
-from .mask_fill import FP16_MAX, MASK_FILL, patch_mask_fill_fp16  # noqa: F401
-from .norms import hierarchical_mean, safe_mean, safe_sum, row_scale, SafeLayerNorm, SafeRMSNorm, SafeInstanceNorm, SafeGroupNorm, patch_safe_layernorm, patch_instance_norm, patch_group_norm  # noqa: F401
+from .mask_fill import FP16_MAX, MASK_FILL, patch_mask_fill_fp16
+from .norms import (
+    hierarchical_mean,
+    safe_mean,
+    safe_sum,
+    row_scale,
+    SafeLayerNorm,
+    SafeRMSNorm,
+    SafeInstanceNorm,
+    SafeGroupNorm,
+    patch_safe_layernorm,
+    patch_instance_norm,
+    patch_group_norm,
+)

@@ -360,7 +360,7 @@ def _probe_offset(m, weight, eps: float) -> float | None:
     with torch.no_grad():
         try:
             got = m(x)
-        except Exception:
+        except Exception:  # noqa: BLE001 - reported, not raised
             return None
         if not isinstance(got, torch.Tensor) or got.shape != x.shape:
             return None

@@ -5,8 +5,8 @@ integer-tensor indexing). Every rewrite here is exact (see each module for its b
 """
 from __future__ import annotations
 
-from .grid_sample import grid_sample_dense, patch_grid_sample  # noqa: F401
-from .interpolate import resize_matrix, interpolate_separable, SeparableUpsample, patch_interpolate  # noqa: F401
-from .maxpool import maxpool_edge_pad, EdgePadMaxPool, patch_maxpool_zeropad  # noqa: F401
-from .onehot import GATHER_MAX_ELEMENTS, gather_onehot, patch_gather_onehot, index_onehot, patch_index_onehot  # noqa: F401
-from .reflect_pad import PAD_MODES, pad_by_slices, SliceConcatPadConv, patch_reflect_pad  # noqa: F401
+from .grid_sample import grid_sample_dense, patch_grid_sample
+from .interpolate import resize_matrix, interpolate_separable, SeparableUpsample, patch_interpolate
+from .maxpool import maxpool_edge_pad, EdgePadMaxPool, patch_maxpool_zeropad
+from .onehot import GATHER_MAX_ELEMENTS, gather_onehot, patch_gather_onehot, index_onehot, patch_index_onehot
+from .reflect_pad import PAD_MODES, pad_by_slices, SliceConcatPadConv, patch_reflect_pad

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -14,7 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .. import Change, named_modules_of, register, set_submodule
-from ..functional import HANDLERS, register_handler
+from ..functional import register_handler
 from .maxpool import _tuple
 
 

@@ -4,17 +4,13 @@ Bit-exact: the pad repeats edge values, which can never win a max over a window 
 """
 from __future__ import annotations
 
-import functools
-import math
-from typing import Sequence
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .. import Change, named_modules_of, register, set_submodule
-from ..functional import HANDLERS, register_handler
+from ..functional import register_handler
 from .reflect_pad import _pad_axis
 
 

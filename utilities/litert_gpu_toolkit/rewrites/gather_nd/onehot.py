@@ -4,17 +4,13 @@ Exact: each output is one product with 1.0 plus zeros.
 """
 from __future__ import annotations
 
-import functools
 import math
-from typing import Sequence
 
-import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from .. import Change, named_modules_of, register, set_submodule
-from ..functional import HANDLERS, register_handler
+from .. import Change, register
+from ..functional import register_handler
 
 
 # ---------------------------------------------------------------------------------------------
@@ -44,10 +40,16 @@ def gather_onehot(input: torch.Tensor, dim: int, index: torch.Tensor) -> torch.T
 
 
 def _gather_applies(input, dim, index) -> bool:
-    return (isinstance(input, torch.Tensor) and isinstance(index, torch.Tensor) and isinstance(dim, int)
-            and 1 <= input.dim() <= 3 and index.dim() == input.dim() and not input.dtype.is_complex
-            and index.numel() * int(input.shape[dim]) <= GATHER_MAX_ELEMENTS
-            and all(int(i) <= int(s) for d, (i, s) in enumerate(zip(index.shape, input.shape)) if d != dim % input.dim()))
+    return (
+        isinstance(input, torch.Tensor)
+        and isinstance(index, torch.Tensor)
+        and isinstance(dim, int)
+        and 1 <= input.dim() <= 3
+        and index.dim() == input.dim()
+        and not input.dtype.is_complex
+        and index.numel() * int(input.shape[dim]) <= GATHER_MAX_ELEMENTS
+        and all(int(i) <= int(s) for d, (i, s) in enumerate(zip(index.shape, input.shape)) if d != dim % input.dim())
+    )
 
 
 @register_handler(torch.gather, "patch_gather_onehot")
@@ -98,11 +100,11 @@ def index_onehot(src: torch.Tensor, indices: list[torch.Tensor]) -> torch.Tensor
     for d, idx in enumerate(indices):
         idx = idx.to(torch.int32)
         idx = idx + (idx < 0).to(torch.int32) * lead[d]
-        stride = math.prod(lead[d + 1:])
+        stride = math.prod(lead[d + 1 :])
         term = idx * stride if stride != 1 else idx
         flat = term if flat is None else flat + term
     n = math.prod(lead)
-    table = src.reshape(n, -1).to(torch.float32)                                        # [N, R]
+    table = src.reshape(n, -1).to(torch.float32)  # [N, R]
     shape = flat.shape
     # one 2-D one-hot [rows, N] whatever the index rank (a rank-4 index would make a rank-5 one-hot)
     onehot = (flat.reshape(-1, 1) == torch.arange(n, dtype=torch.int32)).to(torch.float32)
@@ -120,7 +122,7 @@ def _index_handler(src, key):
         shape = torch.broadcast_shapes(*(i.shape for i in indices))
     except RuntimeError:
         return NotImplemented
-    n = math.prod(int(s) for s in src.shape[:len(indices)])
+    n = math.prod(int(s) for s in src.shape[: len(indices)])
     rows = math.prod(int(s) for s in shape)
     width = src.numel() // max(n, 1)
     if n == 0 or rows * n * max(width, 1) > GATHER_MAX_ELEMENTS:

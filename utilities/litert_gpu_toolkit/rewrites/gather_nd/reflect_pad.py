@@ -4,17 +4,14 @@ Bit-exact: pure data movement.
 """
 from __future__ import annotations
 
-import functools
-import math
 from typing import Sequence
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .. import Change, named_modules_of, register, set_submodule
-from ..functional import HANDLERS, register_handler
+from ..functional import register_handler
 
 
 def _tuple(v, n: int) -> tuple[int, ...]:

@@ -32,9 +32,20 @@ remover; window partition, packed QKV, einops patterns and the rank-5 mask add a
 """
 from __future__ import annotations
 
-from .einops import UnsupportedPatternError, parse_rearrange, rearrange, Rearrange, patch_einops  # noqa: F401
-from .lowrank import MAX_RANK, VIEWS_HANDLER, lowrank_permute  # noqa: F401
-from .patch_merging import space_to_depth_nhwc, PatchMergingRank4, patch_patch_merging  # noqa: F401
-from .pixel_shuffle import depth_to_space, space_to_depth, window_partition, window_reverse, split_packed_qkv, DepthToSpace, SpaceToDepth, patch_pixel_shuffle, PixelShuffleConvTranspose, pixelshuffle_to_conv_transpose  # noqa: F401
-from .views import lower_rank_views  # noqa: F401
-from .window_attention import WindowAttentionRank4, patch_window_attention  # noqa: F401
+from .einops import UnsupportedPatternError, parse_rearrange, rearrange, Rearrange, patch_einops
+from .lowrank import MAX_RANK, VIEWS_HANDLER, lowrank_permute
+from .patch_merging import space_to_depth_nhwc, PatchMergingRank4, patch_patch_merging
+from .pixel_shuffle import (
+    depth_to_space,
+    space_to_depth,
+    window_partition,
+    window_reverse,
+    split_packed_qkv,
+    DepthToSpace,
+    SpaceToDepth,
+    patch_pixel_shuffle,
+    PixelShuffleConvTranspose,
+    pixelshuffle_to_conv_transpose,
+)
+from .views import lower_rank_views
+from .window_attention import WindowAttentionRank4, patch_window_attention

@@ -4,19 +4,13 @@ Bit-exact: pure data movement.
 """
 from __future__ import annotations
 
-import inspect
-import math
 import re
-import weakref
-from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from .. import Change, named_modules_of, register, set_submodule
-from ..functional import register_handler
 from .lowrank import MAX_RANK, _prod, lowrank_permute
 
 
@@ -172,7 +166,7 @@ def patch_einops(model: nn.Module) -> list[Change]:
     layers = sys.modules.get("einops.layers.torch")
     if layers is None:
         try:
-            import einops.layers.torch as layers  # noqa: F811
+            import einops.layers.torch as layers
         except ImportError:
             return []
     changes = []

@@ -4,12 +4,6 @@ Bit-exact, except the opt-in `pixelshuffle_to_conv_transpose` (one-hot weights: 
 """
 from __future__ import annotations
 
-import inspect
-import math
-import re
-import weakref
-from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 import torch.nn as nn
@@ -115,7 +109,10 @@ def patch_pixel_shuffle(model: nn.Module) -> list[Change]:
         if isinstance(m, nn.PixelShuffle):
             new, what = DepthToSpace(m.upscale_factor), f"PixelShuffle({m.upscale_factor}) -> rank-4 depth-to-space"
         else:
-            new, what = SpaceToDepth(m.downscale_factor), f"PixelUnshuffle({m.downscale_factor}) -> rank-4 space-to-depth"
+            new, what = (
+                SpaceToDepth(m.downscale_factor),
+                f"PixelUnshuffle({m.downscale_factor}) -> rank-4 space-to-depth",
+            )
         set_submodule(model, path, new)
         changes.append(Change(path, what, "patch_pixel_shuffle", True))
     return changes
@@ -150,7 +147,7 @@ class PixelShuffleConvTranspose(nn.Module):
         self.upscale_factor = r
         groups = c if grouped else 1
         self.conv = nn.ConvTranspose2d(c * r * r, c, r, stride=r, groups=groups, bias=False)
-        weight = torch.zeros_like(self.conv.weight)          # (C*r*r, C / groups, r, r)
+        weight = torch.zeros_like(self.conv.weight)  # (C*r*r, C / groups, r, r)
         for ch in range(c):
             for i in range(r):
                 for j in range(r):
@@ -186,6 +183,7 @@ def pixelshuffle_to_conv_transpose(model: nn.Module, channels: dict[str, int] | 
         else:
             continue
         set_submodule(model, path, PixelShuffleConvTranspose(c_out, r))
-        changes.append(Change(path, f"PixelShuffle({r}) -> one-hot ConvTranspose2d", "pixelshuffle_to_conv_transpose",
-                              True))
+        changes.append(
+            Change(path, f"PixelShuffle({r}) -> one-hot ConvTranspose2d", "pixelshuffle_to_conv_transpose", True)
+        )
     return changes

@@ -4,9 +4,6 @@ Bit-exact: the real tensors carry on, only their rank <= 4 spelling is traced.
 """
 from __future__ import annotations
 
-import inspect
-import math
-import re
 import weakref
 from dataclasses import dataclass
 from typing import Sequence
@@ -15,7 +12,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .. import Change, named_modules_of, register, set_submodule
 from ..registry import declare, register_handler
 from .lowrank import MAX_RANK, VIEWS_HANDLER, _prod, lowrank_permute
 

@@ -6,17 +6,11 @@ from __future__ import annotations
 
 import inspect
 import math
-import re
-import weakref
-from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from .. import Change, named_modules_of, register, set_submodule
-from ..functional import register_handler
+from .. import Change, register, set_submodule
 from .pixel_shuffle import split_packed_qkv
 
 

@@ -35,7 +35,13 @@ taps multiply real inputs, so an inf input can turn into NaN at neighbouring out
 """
 from __future__ import annotations
 
-from .patch import choose_form, patch_conv_transpose  # noqa: F401
-from .polyphase import polyphase_weight, PolyphaseConvT1d, PolyphaseConvT2d, DepthwisePolyphaseConvT1d, DepthwisePolyphaseConvT2d  # noqa: F401
-from .spec import ConvTSpec, conv_transpose_macs, interleave_phases, zero_stuff, grouped_conv  # noqa: F401
-from .zero_stuff import ZeroStuffConvT1d, ZeroStuffConvT2d  # noqa: F401
+from .patch import choose_form, patch_conv_transpose
+from .polyphase import (
+    polyphase_weight,
+    PolyphaseConvT1d,
+    PolyphaseConvT2d,
+    DepthwisePolyphaseConvT1d,
+    DepthwisePolyphaseConvT2d,
+)
+from .spec import ConvTSpec, conv_transpose_macs, interleave_phases, zero_stuff, grouped_conv
+from .zero_stuff import ZeroStuffConvT1d, ZeroStuffConvT2d

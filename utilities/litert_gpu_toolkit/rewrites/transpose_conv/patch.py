@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
-import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .. import Change, register, set_submodule
@@ -25,7 +22,8 @@ _FORMS = {
 
 
 def choose_form(spec: ConvTSpec, mode: str = "auto") -> str:
-    """polyphase / depthwise / zerostuff for `spec` under `mode` (auto = polyphase unless zero-stuff needs fewer MACs)."""
+    """polyphase / depthwise / zerostuff for `spec` under `mode`
+    (auto = polyphase unless zero-stuff needs fewer MACs)."""
     if mode not in ("auto", "polyphase", "zerostuff"):
         raise ValueError(f"mode must be auto, polyphase or zerostuff, got {mode!r}")
     if mode == "zerostuff":

@@ -5,13 +5,11 @@ Exact to fp32 rounding; no zero-stuffed MACs.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import Change, register, set_submodule
 from .spec import ConvTSpec, _batched, _fmt, _output_padding, _pad_or_crop, grouped_conv, interleave_phases
 from .zero_stuff import _from_conv_transpose
 

@@ -9,7 +9,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import Change, register, set_submodule
 from ..rank_gt_4.pixel_shuffle import depth_to_space
 
 

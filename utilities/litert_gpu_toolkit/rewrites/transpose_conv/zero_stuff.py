@@ -4,14 +4,10 @@ Exact to fp32 rounding.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from .. import Change, register, set_submodule
 from .spec import ConvTSpec, _batched, _output_padding, _pad_or_crop, grouped_conv, zero_stuff
 
 
