@@ -569,7 +569,7 @@ def test_help_lists_the_exit_statuses():
 
     text = build_parser().format_help()
     assert EXIT_STATUS.splitlines()[0] in text and "130" in text and "3 NO_GPU" in text
-    readme = (HERE.parent / "utilities" / "litert_gpu_toolkit" / "README.md").read_text()
+    readme = (HERE.parents[1] / "utilities" / "litert_gpu_toolkit" / "README.md").read_text()
     assert EXIT_STATUS in readme, "the README's exit-status block must be EXIT_STATUS verbatim"
 
 

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .quiet import converter_output, quiet_import_litert_torch, stage
 from .rewrites.apply import apply_patches, split_example_inputs  # public API, re-exported
 from .rewrites.registry import (PATCHES, Change, check_names, functional_selection, known_rewrites,  # noqa: F401
                                 load_rewrites)
@@ -41,6 +42,7 @@ class ConvertResult:
     signatures: dict = field(default_factory=dict)         # signature -> {"inputs": [...], "outputs": [...]}
     dropped: dict = field(default_factory=dict)            # rewrite name -> reason it is not in the file
     attempts: list = field(default_factory=list)           # "label: verdict (...)" per conversion tried
+    log_path: Path | None = None                           # the converter's output, when the conversion failed
 
     @property
     def ok(self) -> bool:
@@ -62,6 +64,8 @@ class ConvertResult:
         lines = [f"{self.verdict}: {self.path or '-'}"]
         if self.error:
             lines.append(f"  conversion failed: {self.error.strip().splitlines()[-1][:300]}")
+            if self.log_path is not None:
+                lines.append(f"  converter output: {self.log_path}")
         elif self.report is not None:
             lines.append(f"  check: {self.report.summary}")
         if self.changes:
@@ -152,7 +156,8 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
                     signatures: dict[str, Any] | None = None, include: Sequence[str] | None = None,
                     only: Sequence[str] | None = None, exclude: Sequence[str] | None = None,
                     approximate: bool = False, check_kwargs: dict | None = None, inplace: bool = False,
-                    fallback: bool = True, max_tries: int = 6, **convert_kwargs) -> ConvertResult:
+                    fallback: bool = True, max_tries: int = 6, verbose: bool | None = None,
+                    **convert_kwargs) -> ConvertResult:
     """Rewrite a copy of `model`, convert it with litert-torch to `output_path`, check it on the GPU.
 
     example_inputs: a tensor, a tuple of positional inputs, a dict of keyword inputs, or (args, kwargs);
@@ -172,6 +177,8 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
         then corr vs torch), the rewrites are dropped one at a time (at most `max_tries` conversions)
         and the best file is kept. A rewrite that raises is dropped too. `result.dropped` and
         `result.summary()` say which rewrites were kept and why the others were not.
+    verbose: show the converter's own output live (default: LITERT_GPU_VERBOSE); otherwise it goes to
+        `<output>.convert.log` and the toolkit prints one line per stage.
     convert_kwargs: passed to litert_torch (e.g. dynamic_shapes, quant_config).
     Never raises for a conversion failure or a failing rewrite: `result.error` holds it and `result.ok`
     is False; `ok` is True only when the check ran and passed.
@@ -199,7 +206,7 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
             inputs[name] = _signature_inputs(args, kw)
             reference[name] = {f"output_{i}": o for i, o in enumerate(_np_tree(model(*args, **kw)))}
     job = _Job(model, parsed, inputs, reference, signature_name, signatures is None, check,
-               dict(check_kwargs or {}), convert_kwargs, include, only, approximate)
+               dict(check_kwargs or {}), convert_kwargs, include, only, approximate, verbose)
     if not patches:
         return job.finish(job.attempt(path, None, "plain", copy_model=False), path)
     fallback = fallback and check and not inplace
@@ -237,11 +244,12 @@ class _Job:
     """The fixed parts of one `convert_for_gpu` call; `attempt` converts and checks one rewrite selection."""
 
     def __init__(self, model, parsed, inputs, reference, signature_name, single, check, check_kwargs,
-                 convert_kwargs, include, only, approximate):
+                 convert_kwargs, include, only, approximate, verbose=None):
         self.model, self.parsed, self.inputs, self.reference = model, parsed, inputs, reference
         self.signature_name, self.single, self.check = signature_name, single, check
         self.check_kwargs, self.convert_kwargs = check_kwargs, convert_kwargs
         self.include, self.only, self.approximate = include, only, approximate
+        self.verbose = verbose
         self.log: list[str] = []
         self.tried: set[str] = set()         # rewrite names active in some attempt
 
@@ -250,10 +258,11 @@ class _Job:
         """exclude=None: plain (no rewrites). A rewrite that raises is added to `dropped` and excluded."""
         import copy
 
-        import litert_torch
         import torch
 
         from .symptoms import for_log, suggestions
+
+        litert_torch = quiet_import_litert_torch(self.verbose)
 
         plain = exclude is None
         exclude = set(exclude or ())
@@ -290,20 +299,15 @@ class _Job:
                 break
             model = runnable = copy.deepcopy(self.model)         # retry without the ones that raised
         result = ConvertResult(path, changes)
+        log_path = path.with_name(path.name + ".convert.log")
+        stage(f"converting ({label}{', ' + str(len(changes)) + ' module rewrites' if changes else ''})")
         try:
-            if self.single and len(self.parsed) == 1 and self.signature_name == "serving_default":
-                args, kw = self.parsed[self.signature_name]
-                edge = litert_torch.convert(runnable, args, sample_kwargs=kw or None, **self.convert_kwargs)
-            else:
-                converter = None
-                for name, (args, kw) in self.parsed.items():
-                    converter = (litert_torch.signature if converter is None else converter.signature)(
-                        name, runnable, args, kw or None)
-                edge = converter.convert(**self.convert_kwargs)
-            edge.export(str(path))
+            with converter_output(log_path, verbose=self.verbose):
+                self._convert(litert_torch, runnable, path)
         except Exception as e:                               # noqa: BLE001 - reported, never swallowed as success
             result.error = f"{type(e).__name__}: {e}"
             result.path = None
+            result.log_path = None if self.verbose else log_path
             result.suggestions = suggestions(for_log(str(e)))
             self.log.append(f"{label}: CONVERT_FAIL")
             return result
@@ -312,12 +316,26 @@ class _Job:
         for name in self.parsed:
             result.signatures[name] = {"inputs": list(self.inputs[name]), "outputs": list(self.reference[name])}
         if self.check:
+            stage(f"checking {path.name} on the GPU (strict GPU-only, fp16 and fp32)")
             report = _check(path, self.inputs, self.reference, dict(self.check_kwargs))
             result.report = report
             if not report.ok:
                 result.suggestions = list(getattr(report, "suggested_rewrites", []) or [])
         self.log.append(f"{label}: {_describe(result)}")
+        stage(f"{label}: {_describe(result)}")
         return result
+
+    def _convert(self, litert_torch, runnable, path: Path) -> None:
+        if self.single and len(self.parsed) == 1 and self.signature_name == "serving_default":
+            args, kw = self.parsed[self.signature_name]
+            edge = litert_torch.convert(runnable, args, sample_kwargs=kw or None, **self.convert_kwargs)
+        else:
+            converter = None
+            for name, (args, kw) in self.parsed.items():
+                converter = (litert_torch.signature if converter is None else converter.signature)(
+                    name, runnable, args, kw or None)
+            edge = converter.convert(**self.convert_kwargs)
+        edge.export(str(path))
 
     def finish(self, result: ConvertResult, path: Path, tries=(), dropped: dict | None = None) -> ConvertResult:
         """Move the chosen file to `path`, delete the other tries, record what was dropped."""
@@ -325,12 +343,16 @@ class _Job:
 
         if result.path is not None and Path(result.path) != path:
             shutil.move(str(result.path), str(path))
+            chosen_log = Path(result.path).with_name(Path(result.path).name + ".convert.log")
+            if chosen_log.exists():
+                shutil.move(str(chosen_log), str(path.with_name(path.name + ".convert.log")))
             result.path = path
             if result.report is not None and hasattr(result.report, "model"):
                 result.report.model = str(path)
         for t in tries:
-            if Path(t) != path and Path(t).exists():
-                Path(t).unlink()
+            for leftover in (Path(t), Path(t).with_name(Path(t).name + ".convert.log")):
+                if Path(t) != path and leftover.exists():
+                    leftover.unlink()
         if dropped:
             result.dropped = {k: v for k, v in dropped.items() if k not in result.kept}
         result.attempts = list(self.log)

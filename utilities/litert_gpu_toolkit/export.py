@@ -15,18 +15,23 @@ import numpy as np
 
 from .metrics import Comparison, compare
 from .model_info import ModelInfo, read_model_info
+from .quiet import converter_output, quiet_import_litert_torch, stage
 from .runtime import RunResult, compile_and_run
 
 
 def export_tflite(module, args: Sequence[Any], path: str | os.PathLike, *, kwargs: dict | None = None,
-                  **convert_kwargs) -> Path:
-    """Convert `module` (put in eval mode) with litert-torch and write it to `path`."""
-    import litert_torch
+                  verbose: bool | None = None, **convert_kwargs) -> Path:
+    """Convert `module` (put in eval mode) with litert-torch and write it to `path`.
 
+    The converter's output goes to `<path>.convert.log` (named on failure); verbose=True (or
+    LITERT_GPU_VERBOSE=1) shows it live instead."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    edge = litert_torch.convert(module.eval(), tuple(args), sample_kwargs=kwargs, **convert_kwargs)
-    edge.export(str(path))
+    litert_torch = quiet_import_litert_torch(verbose)
+    stage(f"converting {type(module).__name__} -> {path.name}")
+    with converter_output(path.with_name(path.name + ".convert.log"), verbose=verbose):
+        edge = litert_torch.convert(module.eval(), tuple(args), sample_kwargs=kwargs, **convert_kwargs)
+        edge.export(str(path))
     return path
 
 
