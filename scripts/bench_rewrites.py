@@ -2,7 +2,7 @@
 """Each GPU rewrite against the original it replaces, side by side: LiteRT CPU and GPU latency, MACs.
 
     python scripts/bench_rewrites.py                    # prints the table, writes artifacts/bench_rewrites.json
-    python scripts/bench_rewrites.py --readme           # also refreshes the table in the toolkit README
+    python scripts/bench_rewrites.py --record           # writes docs/data/bench_rewrites.json, then: gen_docs.py
     python scripts/bench_rewrites.py --quick            # tiny sizes, two cases (smoke test)
 
 Transposed conv: native TRANSPOSE_CONV vs zero-stuffed vs polyphase, 1-D and 2-D, stride 2 and 4,
@@ -45,8 +45,10 @@ from litert_gpu_toolkit.rewrites.relu_0_to_1 import clamp01
 from litert_gpu_toolkit.rewrites.broadcast_to import expand_by_cat, repeat_kv_cat
 from litert_gpu_toolkit.runtime import compile_and_run
 
-README = ROOT / "utilities" / "litert_gpu_toolkit" / "README.md"
-BEGIN, END = "<!-- bench_rewrites:begin -->", "<!-- bench_rewrites:end -->"
+sys.path.insert(0, str(ROOT / "scripts"))
+from gen_docs import render_bench
+
+RECORD = ROOT / "docs" / "data" / "bench_rewrites.json"
 
 
 class Fn(nn.Module):
@@ -154,30 +156,19 @@ def convert(module, args, path: Path) -> str | None:
         return f"{type(e).__name__}"
 
 
-def fmt_ms(r: dict) -> str:
-    return f"{r['ms']:.3f}" if r["ms"] is not None else r["status"]
-
-
-def ratio(a: dict, b: dict) -> str:
-    return f"{a['ms'] / b['ms']:.2f}x" if a["ms"] and b["ms"] else "-"
-
-
-def fmt_macs(m: int | None) -> str:
-    return "-" if m is None else f"{m / 1e6:.1f}M"
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, few cases (smoke test)")
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--readme", action="store_true", help="refresh the table in the toolkit README")
+    parser.add_argument("--record", action="store_true",
+                        help=f"write the JSON to {RECORD.relative_to(ROOT)}, from which scripts/gen_docs.py "
+                             "generates the toolkit reference's benchmark block")
     parser.add_argument("--json", type=Path, default=ROOT / "artifacts" / "bench_rewrites.json")
     args = parser.parse_args(argv)
     torch.manual_seed(0)
     records, adapter = [], None
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        conv_rows = []
         for label, forms, inputs, macs in conv_cases(args.quick):
             res = {}
             for form, module in forms.items():
@@ -188,16 +179,7 @@ def main(argv=None) -> int:
                              "gpu": measure(module, inputs, path, "gpu", args.repeats) if not err else
                              {"status": err, "ms": None}}
                 adapter = adapter or res[form]["gpu"].get("adapter")
-            records.append({"case": label, "macs": macs, "results": res})
-            n, z, p = res["native"], res["zerostuff"], res["polyphase"]
-            conv_rows.append(
-                f"| {label} | {fmt_macs(macs['native'])} / {fmt_macs(macs['zerostuff'])} / "
-                f"{fmt_macs(macs['polyphase'])} "
-                f"| {fmt_ms(n['cpu'])} / {fmt_ms(z['cpu'])} / {fmt_ms(p['cpu'])} "
-                f"| {fmt_ms(n['gpu'])} / {fmt_ms(z['gpu'])} / {fmt_ms(p['gpu'])} "
-                f"| {ratio(z['gpu'], p['gpu'])} | {ratio(n['gpu'], p['gpu'])} |"
-            )
-        other_rows = []
+            records.append({"kind": "conv", "case": label, "macs": macs, "results": res})
         for label, orig, rewritten, inputs in other_cases(args.quick):
             res = {}
             for form, module in (("original", orig), ("rewrite", rewritten)):
@@ -211,20 +193,12 @@ def main(argv=None) -> int:
                     )
                     for acc in ("cpu", "gpu")
                 }
-            records.append({"case": label, "results": res})
-            o, r = res["original"], res["rewrite"]
-            other_rows.append(
-                f"| {label} | {fmt_ms(o['cpu'])} / {fmt_ms(r['cpu'])} | {ratio(o['cpu'], r['cpu'])} "
-                f"| {fmt_ms(o['gpu'])} / {fmt_ms(r['gpu'])} | {ratio(o['gpu'], r['gpu'])} |"
-            )
-        kernel_rows = []
-        for label, module, inputs, macs in [] if args.quick else kernel_cases():
-            path = tmp / f"kernel_{len(kernel_rows)}.tflite"
+            records.append({"kind": "other", "case": label, "results": res})
+        for i, (label, module, inputs, macs) in enumerate([] if args.quick else kernel_cases()):
+            path = tmp / f"kernel_{i}.tflite"
             err = convert(module, inputs, path)
             r = measure(module, inputs, path, "gpu", args.repeats) if not err else {"status": err, "ms": None}
-            records.append({"case": label, "macs": macs, "results": {"gpu": r}})
-            rate = f"{macs / (r['ms'] * 1e6):.2f}" if r["ms"] else "-"
-            kernel_rows.append(f"| {label} | {fmt_macs(macs)} | {fmt_ms(r)} | {rate} |")
+            records.append({"kind": "kernel", "case": label, "macs": macs, "results": {"gpu": r}})
     import ai_edge_litert  # noqa: F401  (version for the label)
     from importlib.metadata import version
 
@@ -233,36 +207,13 @@ def main(argv=None) -> int:
         f"CPU: {os.cpu_count()}-core {platform.machine()}; load average at the end "
         f"{os.getloadavg()[0]:.1f}; median of {args.repeats} runs"
     )
-    table = "\n".join(
-        [
-            f"Measured with `python scripts/bench_rewrites.py{' --quick' if args.quick else ''}` on {machine}.",
-            "",
-            "| transposed conv | MACs native / zero-stuff / polyphase | CPU ms native / zero-stuff / polyphase "
-            "| GPU ms native / zero-stuff / polyphase | GPU zero-stuff / polyphase | GPU native / polyphase |",
-            "|---|---|---|---|---|---|",
-            *conv_rows,
-            "",
-            "| rewrite | CPU ms original / rewrite | CPU ratio | GPU ms original / rewrite | GPU ratio |",
-            "|---|---|---|---|---|",
-            *other_rows,
-            *(
-                ["", "| GPU kernel probe | MACs | GPU ms | GMAC/s |", "|---|---|---|---|", *kernel_rows]
-                if kernel_rows
-                else []
-            ),
-        ]
-    )
-    print(table)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"machine": machine, "cases": records}, indent=2, default=str) + "\n")
-    if args.readme:
-        text = README.read_text()
-        if BEGIN not in text or END not in text:
-            print(f"{README} has no {BEGIN} ... {END} block", file=sys.stderr)
-            return 1
-        head, rest = text.split(BEGIN, 1)
-        README.write_text(head + BEGIN + "\n" + table + "\n" + END + rest.split(END, 1)[1])
-        print(f"updated {README.relative_to(ROOT)}")
+    data = {"command": "python scripts/bench_rewrites.py" + (" --quick" if args.quick else ""), "machine": machine,
+            "cases": records}
+    print(render_bench(data))
+    out = RECORD if args.record else args.json
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    print(f"wrote {out}" + (" (python scripts/gen_docs.py refreshes the toolkit reference)" if args.record else ""))
     return 0
 
 

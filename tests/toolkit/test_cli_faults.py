@@ -13,7 +13,7 @@ wrong, no Python traceback, and nothing left behind (no runtime child process, n
 Every case runs the real CLI (or API) in a child process, so the same table can be counted against
 any version of the toolkit:
 
-    PYTHONPATH=<toolkit>/utilities python tests/test_faults.py      # prints the table and the count
+    PYTHONPATH=<toolkit>/utilities python tests/toolkit/test_cli_faults.py      # prints the table and the count
 
 Measured (llvmpipe (software Vulkan), ai-edge-litert 2.3.0, for the three cases that need a GPU run):
   before, the toolkit at commit 9c740b8 (`git archive 9c740b8 utilities | tar -x -C BASE`, then

@@ -45,7 +45,7 @@ def test_lookups():
 
 
 def test_readme_table_is_generated_from_the_data():
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_symptom_table.py"), "--check"],
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_docs.py"), "--check"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
 

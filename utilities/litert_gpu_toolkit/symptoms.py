@@ -2,7 +2,7 @@
 
 Everything that diagnoses reads this table: the checker (suggestions after a failed compile or
 bad numerics), the mobile lint (phone-only walls) and bisect (diagnosis of a diverging block).
-The toolkit README's symptom table is generated from it (`scripts/gen_symptom_table.py`).
+The toolkit reference's symptom table is generated from it (`scripts/gen_docs.py`).
 
 Each `Symptom` matches in one of three ways:
   * `ops`: a delegate rejection or lint finding names one of these op types;

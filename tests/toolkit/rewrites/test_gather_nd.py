@@ -3,7 +3,7 @@ really contains, (3) converts without it, compiles GPU-only and matches torch in
 
 Patterns that are NOT walls on this toolchain (litert-torch 0.10.0, ai-edge-litert 2.3.0) are
 proven too, in one model (`test_not_walls_*`): if one of them starts emitting GATHER_ND, that
-test fails and the table in rewrites/gather.py must change.
+test fails and the table in rewrites/gather_nd/ must change.
 """
 import math
 

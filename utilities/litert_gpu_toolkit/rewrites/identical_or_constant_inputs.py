@@ -4,7 +4,7 @@
 
 * `patch_degenerate_softmax`: softmax over a length-1 axis -> ones, x / x -> ones, x - x -> zeros;
 * `l2_normalize` (handler on F.normalize): L2 normalisation without MUL(x, x) (below);
-* `constant_to_input` (implemented in `rewrites.state`, re-exported here): feed one constant operand at run time.
+* `constant_to_input` (implemented in `rewrites.constant_blowup`): feed one constant operand at run time.
 
 
 L2 normalisation without an op that takes the same tensor twice.
@@ -31,7 +31,7 @@ from . import Change, register
 from .registry import declare
 from .functional import register_handler
 from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
-# One implementation of "make a constant operand a runtime input" lives in rewrites.state.
+# One implementation of "make a constant operand a runtime input" lives in rewrites.constant_blowup.
 
 
 

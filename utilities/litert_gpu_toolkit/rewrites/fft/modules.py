@@ -115,12 +115,12 @@ class ConvISTFT(nn.Module):
     The windowed inverse DFT plus overlap-add is exactly one ConvTranspose1d (2F -> 1 channel,
     kernel n_fft, stride hop, weight = the synthesis rows). It is emitted without TRANSPOSE_CONV:
       * overlap_add="polyphase" (default): that ConvTranspose1d rewritten by the toolkit's
-        `PolyphaseConvT1d` (rewrites/conv_transpose.py): one stride-1 conv computing all hop output
+        `PolyphaseConvT1d` (rewrites/transpose_conv/): one stride-1 conv computing all hop output
         phases + an interleave;
       * overlap_add="fused": the same polyphase conv written out here -- kernel R = ceil(n_fft / hop)
         frames, hop output channels, each output block of hop samples the sum over the R frames
         that overlap it -- then a transpose / reshape to samples.
-    ("polyphase" falls back to "fused" where rewrites/conv_transpose.py is absent: same sums.)
+    ("polyphase" falls back to "fused" where rewrites/transpose_conv/ is absent: same sums.)
     Then the centre trim and a multiply by 1 / envelope (a constant for the traced frame count).
     Matches torch.istft(spec, n_fft, hop_length, win_length, window, center, normalized, onesided,
     length); raises like torch.istft when the window overlap-add is zero somewhere (NOLA)."""

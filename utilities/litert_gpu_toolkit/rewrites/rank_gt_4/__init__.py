@@ -28,7 +28,7 @@ Pieces:
 Measured with litert-torch 0.10.0: `nn.PixelShuffle` / `nn.PixelUnshuffle` already convert at rank
 4 (the converter lowers them itself), so `patch_pixel_shuffle` is insurance there, not a wall
 remover; window partition, packed QKV, einops patterns and the rank-5 mask add are walls
-(tests/test_rewrites_rank.py proves each).
+(tests/toolkit/rewrites/test_rank_gt_4.py proves each).
 """
 from __future__ import annotations
 

@@ -108,7 +108,7 @@ def interleave_phases(z: torch.Tensor, stride: tuple[int, ...], order: str = "ch
       1-D: z [N, C*s, L] -> [N, C, L*s], out[n, c, l*s + r] = z[n, c*s + r, l];
       2-D: z [N, C*sh*sw, H, W] -> [N, C, H*sh, W*sw], out[n, c, h*sh + i, w*sw + j] = z[n, (c*sh + i)*sw + j, h, w].
       Two TRANSPOSEs in 2-D (one in 1-D) in channels-first terms; equal 2-D strides use
-      `rewrites.rank.depth_to_space` (same order, same ops).
+      `rewrites.rank_gt_4.depth_to_space` (same order, same ops).
     order="phase" (TFLite DEPTH_TO_SPACE's order): channel phase*C + c, phase = i*sw + j. Written
       channels-last, so after a conv (which the converter runs channels-last) the layout TRANSPOSEs
       cancel: one TRANSPOSE in 2-D, none in 1-D, plus the one back to channels-first. About half the

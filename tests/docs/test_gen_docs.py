@@ -1,4 +1,4 @@
-"""README results tables are generated from the committed results files; a stale table fails here."""
+"""Every generated block (results, symptoms, bench, zoo) comes from its data through scripts/gen_docs.py."""
 import importlib.util
 import json
 import subprocess
@@ -6,13 +6,13 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("gen_readme_tables", ROOT / "scripts" / "gen_readme_tables.py")
+spec = importlib.util.spec_from_file_location("gen_docs", ROOT / "scripts" / "gen_docs.py")
 gen = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gen)
 
 
 def test_committed_tables_are_current():
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_readme_tables.py"), "--check"],
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_docs.py"), "--check"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
 
@@ -27,11 +27,26 @@ def test_every_results_record_is_complete():
 
 
 def test_splice_replaces_only_the_marked_block():
-    text = f"# Title\n\nintro\n\n{gen.BEGIN}\nold\n{gen.END}\n\nafter\n"
-    new = gen.splice(text, "NEW TABLE")
+    text = f"# Title\n\nintro\n\n{gen.begin('results', 'x')}\nold\n{gen.end('results')}\n\nafter\n"
+    new = gen.splice(text, "results", "x", "NEW TABLE", "## Results")
     assert "old" not in new and "NEW TABLE" in new and new.endswith("after\n") and new.startswith("# Title")
-    appended = gen.splice("# Title\n", "T")
-    assert "## Results" in appended and gen.BEGIN in appended
+    appended = gen.splice("# Title\n", "results", "x", "T", "## Results")
+    assert "## Results" in appended and gen.begin("results", "x") in appended
+    other = gen.splice(new, "symptoms", "y", "S", "## Symptoms")      # a second block leaves the first alone
+    assert "NEW TABLE" in other and other.count("BEGIN GENERATED") == 2
+
+
+def test_one_marker_style_everywhere():
+    """No file keeps an old-style marker; every BEGIN GENERATED has its END."""
+    for path in list(ROOT.glob("**/*.md")):
+        if ".venv" in path.parts:
+            continue
+        text = path.read_text()
+        assert "BEGIN RESULTS" not in text and "BEGIN SYMPTOMS" not in text and "bench_rewrites:begin" not in text, path
+        for line in text.splitlines():
+            if line.startswith("<!-- BEGIN GENERATED "):
+                name = line.split()[3].rstrip(":")
+                assert f"<!-- END GENERATED {name} -->" in text, (path, name)
 
 
 def test_recipe_table_renders_metrics_and_gates():
