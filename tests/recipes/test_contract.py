@@ -239,7 +239,7 @@ def test_a_run_without_gpu_does_not_replace_a_result(tmp_path, monkeypatch):
 
 def test_verify_main_turns_errors_into_exit_codes(capsys):
     def no_gpu() -> int:
-        recipe.require_gpu(no_gpu_run(), "host-gpu")
+        recipe.refuse_no_gpu(no_gpu_run(), "host-gpu")
         return 0
 
     def bad_device() -> int:

