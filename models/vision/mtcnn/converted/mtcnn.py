@@ -18,6 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from litert_gpu_toolkit import weights
 
 MIN_FACE = 20                   # smallest face searched for, pixels
 FACTOR = 0.709                  # pyramid step
@@ -93,13 +94,8 @@ NETS = {"pnet": PNet, "rnet": RNet, "onet": ONet}
 
 
 def weights_dir() -> Path:
-    """facenet-pytorch's `data/` folder holding pnet.pt, rnet.pt, onet.pt (state dicts)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("facenet_pytorch")  # locate without importing (its __init__ needs torchvision)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("facenet-pytorch is not installed: pip install --no-deps facenet-pytorch==2.6.0")
-    return Path(spec.submodule_search_locations[0]) / "data"
+    """facenet-pytorch's `data/` folder holding pnet.pt, rnet.pt, onet.pt (never imported: it needs torchvision)."""
+    return weights.package_dir("facenet_pytorch", "data", install="pip install --no-deps facenet-pytorch==2.6.0")
 
 
 def load_net(name: str, folder: Path | None = None) -> nn.Module:

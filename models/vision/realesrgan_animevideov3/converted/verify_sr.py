@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from litert_gpu_toolkit.recipe import (LATENCY_METRIC, latency_ms, load_model, load_reference, print_failure,
-                                       report_gates, residency, run_on_device, strict_gates, verify_main,
-                                       verify_parser, write_results)
+from litert_gpu_toolkit.recipe import (LATENCY_METRIC, add_model_argument, finish_verify, latency_ms, load_model,
+                                       load_reference, print_failure, residency, run_on_device, strict_gates,
+                                       verify_main, verify_parser)
 from litert_gpu_toolkit.tiling import stitch
 
 HERE = Path(__file__).resolve().parent
@@ -56,14 +56,17 @@ def main() -> int:
     parser = verify_parser(__doc__, HERE)
     parser.add_argument("--scale", type=int, default=4, choices=(2, 3, 4), help="upscale factor of the export")
     parser.add_argument("--tile", type=int, default=128, help="tile side of the export (pixels)")
-    parser.add_argument("--model", type=Path, help=".tflite (default: the export for --scale/--tile)")
+    add_model_argument(parser, None, writes=False, default_text="artifacts/realesrgan_x<scale>_t<tile>.tflite")
+    parser.add_argument("--ref", type=Path, default=None, metavar="NPZ",
+                        help="the reference outputs to compare with (default: artifacts/ref_x<scale>_t<tile>.npz)")
     parser.add_argument("--artifacts", type=Path, default=HERE / "artifacts",
-                        help="folder with the reference dump; the comparison PNGs go here too")
+                        help="where the comparison PNGs go (default: artifacts)")
     args = parser.parse_args()
 
-    model_path = args.model or args.artifacts / f"realesrgan_x{args.scale}_t{args.tile}.tflite"
+    args.model = args.model or HERE / "artifacts" / f"realesrgan_x{args.scale}_t{args.tile}.tflite"
+    model_path = args.model
     info = load_model(model_path, f"export_sr.py --scale {args.scale} --tile {args.tile}")
-    ref = load_reference(args.artifacts / f"ref_x{args.scale}_t{args.tile}.npz",
+    ref = load_reference(args.ref or HERE / "artifacts" / f"ref_x{args.scale}_t{args.tile}.npz",
                          f"dump_sr_ref.py --scale {args.scale} --tile {args.tile}")
     key, (in_name,) = info.signatures[0].key, info.signatures[0].inputs
     photos = [str(p) for p in ref["photos"]]
@@ -97,12 +100,9 @@ def main() -> int:
         metrics["compile_s"] = round(run.compile_s or 0.0, 3)
         print(f"compile {metrics['compile_s']:.2f} s, {metrics[LATENCY_METRIC]:.0f} ms per tile (median)")
         gates[psnr_gate] = all(v >= PSNR_GATE_DB for k, v in metrics.items() if k.startswith("psnr_db_"))
-    ok = report_gates(gates)
-    out = write_results(args.results_dir, graph=f"x{args.scale}_t{args.tile}", device=args.device, run=run,
-                        residency=res.line, metrics=metrics, gates=gates,
-                        headline=[f"psnr_db_{photos[0]}", f"max_abs_{photos[0]}", LATENCY_METRIC] if photos else [])
-    print(f"{'PASSED' if ok else 'FAILED'}; recorded in {out}")
-    return 0 if ok else 1
+    return finish_verify(args, graph=f"x{args.scale}_t{args.tile}", run=run, residency=res.line, metrics=metrics,
+                         gates=gates,
+                         headline=[f"psnr_db_{photos[0]}", f"max_abs_{photos[0]}", LATENCY_METRIC] if photos else [])
 
 
 if __name__ == "__main__":
