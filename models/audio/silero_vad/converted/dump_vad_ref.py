@@ -13,20 +13,18 @@ c_in) is saved too, for verify_vad.py's teacher-forced check.
 """
 from __future__ import annotations
 
-import argparse
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import soundfile as sf
 
-from vad_net import (CHUNK, SAMPLE_RATE, load_net, load_reference, reference_state_dict,
-                     safetensors_state_dict, stream_net, stream_reference)
+from litert_gpu_toolkit.recipe import add_ref_argument, add_weights_argument, script_parser, verify_main
+from litert_gpu_toolkit.speech import espeak
 
 HERE = Path(__file__).resolve().parent
+WEIGHTS = ("the silero-vad package's data/ folder (silero_vad.jit, silero_vad_16k.safetensors); "
+           "or a folder holding those two files")
 
 SENTENCES = [
     "Voice activity detection finds the parts of a recording that contain speech.",
@@ -35,37 +33,34 @@ SENTENCES = [
 ]
 
 
-def speak(text: str) -> np.ndarray:
-    """espeak-ng speech (22.05 kHz) resampled to 16 kHz by FFT truncation, peak 0.5."""
-    with tempfile.TemporaryDirectory() as tmp:
-        wav = Path(tmp) / "speech.wav"
-        subprocess.run(["espeak-ng", "-v", "en-us", "-s", "150", "-w", str(wav), text], check=True)
-        x, rate = sf.read(wav, dtype="float64")
-    n = round(len(x) * SAMPLE_RATE / rate)
+def speak(text: str, sample_rate: int) -> np.ndarray:
+    """espeak-ng speech (22.05 kHz) resampled to `sample_rate` by FFT truncation, peak 0.5."""
+    x, rate = espeak(text, dtype="float64")
+    n = round(len(x) * sample_rate / rate)
     spectrum = np.fft.rfft(x)[: n // 2 + 1]
     y = np.fft.irfft(spectrum, n) * (n / len(x))
     return (0.5 * y / np.abs(y).max()).astype(np.float32)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=HERE / "artifacts" / "vad_ref.npz")
-    parser.add_argument("--wav", type=Path, default=HERE / "artifacts" / "speech_16k.wav")
+    parser = script_parser(__doc__)
+    add_weights_argument(parser, WEIGHTS)
+    add_ref_argument(parser, HERE / "artifacts" / "vad_ref.npz", writes=True)
+    parser.add_argument("--wav", type=Path, default=HERE / "artifacts" / "speech_16k.wav",
+                        help="the test recording as a WAV, to listen to (default: artifacts/speech_16k.wav)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the noise sections")
     parser.add_argument("--tolerance", type=float, default=1e-5,
                         help="largest allowed |torch definition - TorchScript| per chunk (default 1e-5)")
     args = parser.parse_args()
-
-    if shutil.which("espeak-ng") is None:
-        print("espeak-ng not found: install it (Debian/Ubuntu: apt-get install -y espeak-ng)", file=sys.stderr)
-        return 2
+    from vad_net import (CHUNK, SAMPLE_RATE, load_net, load_reference, reference_state_dict,  # imports torch
+                         safetensors_state_dict, stream_net, stream_reference)
 
     rng = np.random.default_rng(args.seed)
     silence = lambda s: np.zeros(int(s * SAMPLE_RATE), np.float32)
     noise = lambda s: (0.003 * rng.standard_normal(int(s * SAMPLE_RATE))).astype(np.float32)
-    parts = [("silence", silence(1.0)), ("speech", speak(SENTENCES[0])), ("silence", silence(1.0)),
-             ("speech", speak(SENTENCES[1])), ("noise", noise(1.5)), ("speech", speak(SENTENCES[2])),
-             ("noise", noise(1.0))]
+    said = [speak(text, SAMPLE_RATE) for text in SENTENCES]
+    parts = [("silence", silence(1.0)), ("speech", said[0]), ("silence", silence(1.0)), ("speech", said[1]),
+             ("noise", noise(1.5)), ("speech", said[2]), ("noise", noise(1.0))]
     audio = np.concatenate([p for _, p in parts])
     audio = np.concatenate([audio, np.zeros(-len(audio) % CHUNK, np.float32)])
     assert len(audio) >= 10 * SAMPLE_RATE, "the recording must be at least 10 s"
@@ -75,7 +70,7 @@ def main() -> int:
         t += len(p) / SAMPLE_RATE
     print(f"recording: {len(audio) / SAMPLE_RATE:.2f} s, {len(audio) // CHUNK} chunks of {CHUNK}; " + ", ".join(layout))
 
-    ref = load_reference()
+    ref = load_reference(args.weights)
     ref_prob = stream_reference(ref, audio)
     net_prob, h_in, c_in = stream_net(load_net(reference_state_dict(ref)), audio)
     diff = float(np.abs(net_prob - ref_prob).max())
@@ -84,17 +79,17 @@ def main() -> int:
         f"reference: {int((ref_prob >= 0.5).sum())} chunks >= 0.5, "
         f"prob range {ref_prob.min():.3f}..{ref_prob.max():.3f}"
     )
-    other_prob = stream_net(load_net(safetensors_state_dict()), audio)[0]
+    other_prob = stream_net(load_net(safetensors_state_dict(args.weights)), audio)[0]
     print(
         f"for comparison, the wheel's silero_vad_16k.safetensors weights: max |dprob| = "
         f"{np.abs(other_prob - ref_prob).max():.3g} (a different weight set; not used)"
     )
 
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.ref.parent.mkdir(parents=True, exist_ok=True)
     args.wav.parent.mkdir(parents=True, exist_ok=True)
     sf.write(args.wav, audio, SAMPLE_RATE, subtype="FLOAT")
     np.savez(
-        args.out,
+        args.ref,
         audio=audio,
         ref_prob=ref_prob,
         net_prob=net_prob,
@@ -104,7 +99,7 @@ def main() -> int:
         layout=np.array(layout),
         sentences=np.array(SENTENCES),
     )
-    print(f"wrote {args.out} and {args.wav}")
+    print(f"wrote {args.ref} and {args.wav}")
     if diff > args.tolerance:
         print(f"FAIL: the torch definition differs from the TorchScript model by {diff:.3g} > {args.tolerance:g}")
         return 1
@@ -112,4 +107,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(verify_main(main))

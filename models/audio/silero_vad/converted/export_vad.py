@@ -23,51 +23,57 @@ consumed further on (toolkit `find_aliased_outputs`).
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from litert_gpu_toolkit.export import export_tflite
-from litert_gpu_toolkit.model_info import read_model_info
-from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
-from litert_gpu_toolkit.rewrites.output_aliasing import find_aliased_outputs, outputs_guarded_by_runtime_one
-from vad_net import (CHUNK, CONTEXT, HIDDEN, SAMPLE_RATE, GpuStep, ReflectPadRight, load_net,
-                     load_reference, reference_state_dict, safetensors_state_dict, stream_net, stream_reference)
+from litert_gpu_toolkit.recipe import add_model_argument, add_weights_argument, finish_export, script_parser
 
 HERE = Path(__file__).resolve().parent
 
 
-def test_signal(seconds: float = 3.0, seed: int = 0) -> np.ndarray:
+def test_signal(sample_rate: int, chunk: int, seconds: float = 3.0, seed: int = 0) -> np.ndarray:
     """Deterministic bursts (tones + noise) between quiet and silent stretches: exercises both states."""
     rng = np.random.default_rng(seed)
-    t = np.arange(int(seconds * SAMPLE_RATE)) / SAMPLE_RATE
+    t = np.arange(int(seconds * sample_rate)) / sample_rate
     envelope = (np.sin(2 * np.pi * 0.7 * t) > 0.2).astype(np.float64)
     voiced = 0.3 * np.sin(2 * np.pi * 180 * t) * (1 + np.sin(2 * np.pi * 3 * t)) + 0.05 * rng.standard_normal(len(t))
     x = voiced * envelope + 0.002 * rng.standard_normal(len(t))
-    x = x[: len(x) // CHUNK * CHUNK]
+    x = x[: len(x) // chunk * chunk]
     return x.astype(np.float32)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=None,
-                        help="default: artifacts/silero_vad_step[_slicepad|_plain|_uncentred].tflite")
-    parser.add_argument("--pad", choices=("exchange", "slices"), default="exchange", help="reflect padding form")
+    parser = script_parser(__doc__)
+    add_weights_argument(parser, "the silero-vad package's data/ folder; or a folder holding silero_vad.jit and "
+                                 "silero_vad_16k.safetensors")
+    add_model_argument(parser, None, writes=True,
+                       default_text="artifacts/silero_vad_step[_slicepad|_plain|_uncentred].tflite")
+    parser.add_argument("--pad", choices=("exchange", "slices"), default="exchange",
+                        help="reflect padding form: the exchange-matrix matmul (default) or one slice per sample")
     parser.add_argument("--plain", action="store_true", help="no rewrites (reproduces the GPU walls)")
     parser.add_argument("--no-centre", action="store_true", help="skip the silence-referenced encoder")
     parser.add_argument("--tolerance", type=float, default=1e-4,
                         help="largest allowed |graph in torch fp32 - TorchScript| per chunk on the test signal")
     args = parser.parse_args()
-    suffix = "_plain" if args.plain else "_uncentred" if args.no_centre else "_slicepad" if args.pad == "slices" else ""
-    out = args.out or HERE / "artifacts" / f"silero_vad_step{suffix}.tflite"
 
-    ref = load_reference()
+    import torch
+    from vad_net import (CHUNK, CONTEXT, HIDDEN, SAMPLE_RATE, GpuStep, ReflectPadRight, load_net, load_reference,
+                         reference_state_dict, safetensors_state_dict, stream_net, stream_reference)
+
+    from litert_gpu_toolkit.export import export_tflite
+    from litert_gpu_toolkit.model_info import read_model_info
+    from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
+    from litert_gpu_toolkit.rewrites.output_aliasing import find_aliased_outputs, outputs_guarded_by_runtime_one
+
+    suffix = "_plain" if args.plain else "_uncentred" if args.no_centre else "_slicepad" if args.pad == "slices" else ""
+    out = args.model or HERE / "artifacts" / f"silero_vad_step{suffix}.tflite"
+
+    ref = load_reference(args.weights)
     state = reference_state_dict(ref)
-    other = safetensors_state_dict()
+    other = safetensors_state_dict(args.weights)
     assert set(other) == set(state) and all(other[k].shape == state[k].shape for k in state), (
         "safetensors layout changed"
     )
@@ -89,7 +95,7 @@ def main() -> int:
         net.pad = ReflectPadRight(CONTEXT)
         module, extra = GpuStep(net, centre=not args.no_centre).eval(), (torch.ones(1),)
 
-    audio = test_signal()
+    audio = test_signal(SAMPLE_RATE, CHUNK)
     expected = stream_reference(ref, audio)
     got = stream_net(module, audio, *extra)[0]
     diff = float(np.abs(got - expected).max())
@@ -107,7 +113,7 @@ def main() -> int:
     export_tflite(module, (), out, kwargs=sample)
     info = read_model_info(out)
     sig = info.signatures[0]
-    print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB, {info.num_ops} ops) in {time.perf_counter() - start:.1f} s")
+    print(f"converted in {time.perf_counter() - start:.1f} s")
     print(
         f"inputs {', '.join(f'{n} {list(t.shape)}' for n, t in sig.inputs.items())}; "
         f"outputs {', '.join(f'{n} {list(t.shape)}' for n, t in sig.outputs.items())}"
@@ -124,6 +130,7 @@ def main() -> int:
         "outputs emitted as x * one: "
         + ", ".join(f"{n.removeprefix(sig.key + '_').split('_output')[0]} {g}" for n, g in guarded.items())
     )
+    finish_export(out, args, graph=out.stem)
     walls = [op for op in ("GATHER_ND", "SPLIT") if info.has_op(op)]
     if not args.plain and (aliased or walls):
         print(f"FAIL: the GPU step still has {', '.join(walls + ['an aliased ADD output'] * bool(aliased))}")

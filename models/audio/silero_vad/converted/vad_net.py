@@ -21,11 +21,9 @@ from torch import nn
 
 from litert_gpu_toolkit.rewrites.output_aliasing import alias_safe_output
 from litert_gpu_toolkit import weights
+from litert_gpu_toolkit.rewrites.gather_nd.reflect_pad import exchange_matrix, reflect_pad_exchange
+from vad_signal import CHUNK, CONTEXT, HIDDEN, SAMPLE_RATE, segments, steps_of  # noqa: F401  (re-exported)
 
-SAMPLE_RATE = 16000
-CHUNK = 512          # new samples per step (32 ms)
-CONTEXT = 64         # samples of the previous step the model sees again
-HIDDEN = 128         # LSTM state size (h and c)
 
 # our name (safetensors layout) -> name inside the TorchScript model's 16 kHz branch
 JIT_NAMES = {
@@ -41,9 +39,9 @@ def package_data() -> Path:
     return weights.package_dir("silero_vad", "data", install="pip install silero-vad==6.2.3")
 
 
-def load_reference() -> torch.jit.ScriptModule:
+def load_reference(folder: str | Path | None = None) -> torch.jit.ScriptModule:
     """The wheel's TorchScript model: call it as ref(chunk[1, 512], 16000); it carries context and state itself."""
-    ref = torch.jit.load(str(package_data() / "silero_vad.jit"), map_location="cpu").eval()
+    ref = torch.jit.load(str(Path(folder or package_data()) / "silero_vad.jit"), map_location="cpu").eval()
     ref.reset_states()
     return ref
 
@@ -55,10 +53,10 @@ def reference_state_dict(ref: torch.jit.ScriptModule | None = None) -> dict[str,
     return {ours: tensors[theirs].detach().clone().float() for ours, theirs in JIT_NAMES.items()}
 
 
-def safetensors_state_dict() -> dict[str, torch.Tensor]:
+def safetensors_state_dict(folder: str | Path | None = None) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
-    return load_file(str(package_data() / "silero_vad_16k.safetensors"))
+    return load_file(str(Path(folder or package_data()) / "silero_vad_16k.safetensors"))
 
 
 class SileroVad16k(nn.Module):
@@ -95,14 +93,6 @@ def load_net(state: dict[str, torch.Tensor] | None = None) -> SileroVad16k:
     return net.eval()
 
 
-def steps_of(audio: np.ndarray) -> np.ndarray:
-    """Cut audio (a multiple of 512 samples) into the [N, 576] step inputs: 64 previous samples (zeros first) + 512."""
-    chunks = audio.reshape(-1, CHUNK).astype(np.float32)
-    context = np.zeros((len(chunks), CONTEXT), np.float32)
-    context[1:] = chunks[:-1, -CONTEXT:]
-    return np.concatenate([context, chunks], axis=1)
-
-
 @torch.no_grad()
 def stream_reference(ref: torch.jit.ScriptModule, audio: np.ndarray) -> np.ndarray:
     """Per-chunk speech probability from the TorchScript model, fed 512 samples at a time from a fresh state."""
@@ -127,45 +117,23 @@ def stream_net(net: nn.Module, audio: np.ndarray, *extra: torch.Tensor):
     return np.array(probs, np.float32), np.stack(h_in), np.stack(c_in)
 
 
-def segments(prob: np.ndarray, threshold: float, min_speech: int, min_silence: int) -> list[tuple[int, int]]:
-    """Speech segments as [start, end) chunk indices, in three passes:
-    a chunk is speech when prob >= threshold; a gap of fewer than `min_silence` chunks between two speech runs is
-    bridged; a segment of fewer than `min_speech` chunks is dropped. (The silero-vad package's own
-    get_speech_timestamps adds hysteresis and padding; this simpler rule is applied identically to both curves.)"""
-    runs, start = [], None
-    for i, speech in enumerate(np.append(prob >= threshold, False)):
-        if speech and start is None:
-            start = i
-        elif not speech and start is not None:
-            runs.append([start, i])
-            start = None
-    merged = []
-    for run in runs:
-        if merged and run[0] - merged[-1][1] < min_silence:
-            merged[-1][1] = run[1]
-        else:
-            merged.append(run)
-    return [(s, e) for s, e in merged if e - s >= min_speech]
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # The step as the GPU graph computes it
 # ---------------------------------------------------------------------------------------------------------------
 
 class ReflectPadRight(nn.Module):
-    """F.pad(x, (0, n), mode="reflect") on the last axis as one slice, one matmul with the n x n exchange matrix
-    (ones on the anti-diagonal) and one concatenation: 3 GPU ops. The toolkit's generic slices + concatenation
+    """F.pad(x, (0, n), mode="reflect") on the last axis as the toolkit's exchange-matrix form: one slice, one
+    matmul with the n x n exchange matrix and one concatenation, 3 GPU ops. The generic slices form
     (patch_reflect_pad) needs n + 1 ops, 65 here, and this graph is dispatch-bound (see ../README.md).
-    Bit-exact in any precision: every output is one input times 1.0 plus zeros."""
+    Bit-exact in any precision."""
 
     def __init__(self, n: int):
         super().__init__()
         self.n = n
-        self.register_buffer("exchange", torch.eye(n).flip(0))
+        self.register_buffer("exchange", exchange_matrix(n))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        length = x.shape[-1]
-        return torch.cat([x, x[..., length - 1 - self.n:length - 1] @ self.exchange], dim=-1)
+        return reflect_pad_exchange(x, 0, self.n, self.exchange)
 
 
 class SilenceReferencedFeatures(nn.Module):

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-from litert_gpu_toolkit.recipe import (LATENCY_METRIC, ArtifactError, is_phone, latency_ms, load_model,
-                                       load_reference, open_session, print_failure, report_gates, residency,
-                                       run_on_device, strict_gates, verify_main, verify_parser, write_results)
-from litert_gpu_toolkit.rewrites.output_aliasing import ONE_INPUT, feed_one
-from vad_net import CHUNK, HIDDEN, SAMPLE_RATE, segments, steps_of
+from litert_gpu_toolkit.recipe import (LATENCY_METRIC, ArtifactError, add_model_argument, add_ref_argument,
+                                       finish_verify, is_phone, latency_ms, load_model, load_reference, open_session,
+                                       print_failure, residency, run_on_device, strict_gates, verify_main,
+                                       verify_parser)
+from vad_signal import CHUNK, HIDDEN, SAMPLE_RATE, segments, steps_of
 
 HERE = Path(__file__).resolve().parent
 
@@ -79,14 +79,17 @@ def plot(path: Path, audio, ref_prob, got_prob, ref_segs, got_segs, label: str, 
 
 def main() -> int:
     p = verify_parser(__doc__, HERE)
-    p.add_argument("--model", type=Path, default=HERE / "artifacts" / "silero_vad_step.tflite")
-    p.add_argument("--ref", type=Path, default=HERE / "artifacts" / "vad_ref.npz", help="from dump_vad_ref.py")
-    p.add_argument("--plot", type=Path, default=HERE / "artifacts" / "vad_probabilities.png")
+    add_model_argument(p, HERE / "artifacts" / "silero_vad_step.tflite", writes=False)
+    add_ref_argument(p, HERE / "artifacts" / "vad_ref.npz", writes=False)
+    p.add_argument("--plot", type=Path, default=HERE / "artifacts" / "vad_probabilities.png",
+                   help="the probability curves as a PNG (default: artifacts/vad_probabilities.png)")
     p.add_argument("--max-error", type=float, default=0.01, help="gate on max |dprob| (default 0.01)")
     p.add_argument("--threshold", type=float, default=0.5, help="speech when prob >= this (default 0.5)")
     p.add_argument("--min-speech-ms", type=float, default=250.0, help="drop shorter segments (default 250)")
     p.add_argument("--min-silence-ms", type=float, default=100.0, help="bridge shorter gaps (default 100)")
     args = p.parse_args()
+    from litert_gpu_toolkit.rewrites.output_aliasing import ONE_INPUT, feed_one  # imports torch
+
     info = load_model(args.model, "export_vad.py")
     ref = load_reference(args.ref, "dump_vad_ref.py")
 
@@ -116,17 +119,7 @@ def main() -> int:
     if not run.ok:
         print_failure(run)
         gates.update({err_gate: False, seg_gates[0]: False, seg_gates[1]: False})
-        report_gates(gates)
-        write_results(
-            args.results_dir,
-            graph=args.model.stem,
-            device=args.device,
-            run=run,
-            residency=res.line,
-            metrics={},
-            gates=gates,
-        )
-        return 1
+        return finish_verify(args, graph=args.model.stem, run=run, residency=res.line, metrics={}, gates=gates)
     forced_prob = run.outputs[sig.key]["prob"].reshape(-1)
     forced_err = float(np.abs(forced_prob - ref_prob).max())
     print(f"teacher-forced (reference state into every step): max |dprob| = {forced_err:.3g}")
@@ -162,7 +155,6 @@ def main() -> int:
     gates[err_gate] = bool(err.max() <= args.max_error)
     gates[seg_gates[0]] = same_count
     gates[seg_gates[1]] = bool(same_count and shift <= 1)
-    ok = report_gates(gates)
     metrics = {
         "max_abs_prob_error": float(err.max()),
         "segments_tflite_ref": f"{len(got_segs)}/{len(ref_segs)}",
@@ -175,28 +167,17 @@ def main() -> int:
         "chunks": len(steps),
         "compile_s": round(run.compile_s or 0.0, 3),
     }
-    out = write_results(
-        args.results_dir,
-        graph=args.model.stem,
-        device=args.device,
-        run=run,
-        residency=res.line,
-        metrics=metrics,
-        gates=gates,
+    return finish_verify(
+        args, graph=args.model.stem, run=run, residency=res.line, metrics=metrics, gates=gates,
         headline=["max_abs_prob_error", "segments_tflite_ref", LATENCY_METRIC],
         extra={
             "judged_run": judged,
             "audio_s": round(len(audio) / SAMPLE_RATE, 2),
             "segments_s": {"reference": seconds(ref_segs), "tflite": seconds(got_segs)},
-            "segmenter": {
-                "threshold": args.threshold,
-                "min_speech_chunks": min_speech,
-                "min_silence_chunks": min_silence,
-            },
+            "segmenter": {"threshold": args.threshold, "min_speech_chunks": min_speech,
+                          "min_silence_chunks": min_silence},
         },
     )
-    print(f"{'PASSED' if ok else 'FAILED'}; recorded in {out}")
-    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from ..gather_nd.reflect_pad import exchange_matrix, reflect_pad_exchange
 from .basis import istft_synthesis, make_window, mel_filterbank, stft_basis, window_envelope
 
 
@@ -16,22 +17,15 @@ from .basis import istft_synthesis, make_window, mel_filterbank, stft_basis, win
 # ---------------------------------------------------------------------------------------------
 
 def _exchange(p: int) -> torch.Tensor:
-    return torch.flip(torch.eye(p), (0,))
+    return exchange_matrix(p)
 
 
 def reflect_pad_1d(x: torch.Tensor, pad: int, exchange: torch.Tensor | None = None) -> torch.Tensor:
-    """Reflect-pad the last axis of x by `pad` on both sides (as F.pad(mode='reflect')), GPU-clean:
-    two slices reversed by a matmul with the pad x pad exchange matrix (0/1 entries, so exact in
-    any precision), then one concatenation. Needs pad < x.shape[-1]."""
+    """Reflect-pad the last axis of x by `pad` on both sides (as F.pad(mode='reflect')), GPU-clean: the
+    exchange-matrix form of `gather_nd.reflect_pad.reflect_pad_exchange`. Needs pad < x.shape[-1]."""
     if pad == 0:
         return x
-    length = int(x.shape[-1])
-    if pad >= length:
-        raise ValueError(f"reflect padding {pad} needs more than {pad} samples, got {length}")
-    j = _exchange(pad) if exchange is None else exchange
-    left = torch.matmul(x[..., 1:pad + 1], j)
-    right = torch.matmul(x[..., length - pad - 1:length - 1], j)
-    return torch.cat([left, x, right], dim=-1)
+    return reflect_pad_exchange(x, pad, pad, exchange)
 
 
 def _zero_pad_1d(x: torch.Tensor, left: int, right: int) -> torch.Tensor:

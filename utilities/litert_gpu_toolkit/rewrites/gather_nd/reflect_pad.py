@@ -104,3 +104,28 @@ def patch_reflect_pad(model: nn.Module) -> list[Change]:
             changes.append(Change(path, f"{type(m).__name__}(padding_mode={m.padding_mode!r}, padding={m.padding}) -> "
                                         "slice+concat pad + unpadded conv", "patch_reflect_pad", True))
     return changes
+
+
+def exchange_matrix(n: int) -> torch.Tensor:
+    """The n x n exchange matrix (ones on the anti-diagonal): `x @ J` reverses the last axis of x."""
+    return torch.flip(torch.eye(n), (0,))
+
+
+def reflect_pad_exchange(x: torch.Tensor, left: int, right: int, exchange: torch.Tensor | None = None) -> torch.Tensor:
+    """F.pad(x, (left, right), mode="reflect") on the last axis as a slice per side reversed by a matmul with
+    the exchange matrix, then one concatenation: at most 5 GPU ops whatever the pad (the slices form,
+    `pad_by_slices`, needs one op per padded sample). Bit-exact in any precision: each output is one input
+    times 1.0 plus zeros. `exchange` (a buffer, so it is not rebuilt per call) serves a side of its size."""
+    length = int(x.shape[-1])
+    if max(left, right) >= length:
+        raise ValueError(f"reflect padding ({left}, {right}) needs more than {max(left, right)} samples, got {length}")
+
+    def rev(part: torch.Tensor, n: int) -> torch.Tensor:
+        j = exchange if exchange is not None and exchange.shape[0] == n else exchange_matrix(n)
+        return torch.matmul(part, j)
+
+    parts = [rev(x[..., 1:left + 1], left)] if left else []
+    parts.append(x)
+    if right:
+        parts.append(rev(x[..., length - right - 1:length - 1], right))
+    return torch.cat(parts, dim=-1) if len(parts) > 1 else x
