@@ -41,6 +41,8 @@ def stream(model_path: Path, steps: np.ndarray, device: str) -> tuple[np.ndarray
     state back. Returns the probabilities and the seconds per chunk (write inputs + run + read outputs)."""
     h = c = np.zeros((1, HIDDEN), np.float32)
     probs = []
+    from litert_gpu_toolkit.rewrites.output_aliasing import ONE_INPUT
+
     with open_session(model_path, device) as session:
         for k, step in enumerate(steps):
             once = {ONE_INPUT: np.ones((1,), np.float32)} if k == 0 else {}  # written once, never changes
