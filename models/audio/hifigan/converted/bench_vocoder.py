@@ -44,14 +44,17 @@ def main(argv=None) -> int:
     parser.add_argument("--gpu-repeats", type=int, default=2, help="timed GPU runs per graph (median kept)")
     parser.add_argument("--cpu-repeats", type=int, default=10, help="timed CPU runs per graph (median kept)")
     parser.add_argument("--rounds", type=int, default=3, help="passes over all graphs, in rotated order")
-    parser.add_argument("--devices", nargs="+", default=["host-gpu", "cpu"])
-    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
-    parser.add_argument("--reference", type=Path, default=HERE / "artifacts" / "reference.npz")
+    parser.add_argument("--devices", nargs="+", default=["host-gpu", "cpu"], metavar="DEVICE",
+                        help="devices to time (default: host-gpu cpu)")
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES,
+                        help="transposed-conv forms to time (default: all)")
+    parser.add_argument("--ref", type=Path, default=HERE / "artifacts" / "reference.npz",
+                        help="the reference from dump_vocoder_ref.py (default: artifacts/reference.npz)")
     parser.add_argument("--out", type=Path, help="default: converted/bench_<frames>f.json")
     args = parser.parse_args(argv)
     out_path = args.out or HERE / f"bench_{args.frames}f.json"
 
-    ref = np.load(args.reference)
+    ref = np.load(args.ref)
     chunk = np.ascontiguousarray(ref["mel"][None, :, args.start:args.start + args.frames])
     if chunk.shape[2] != args.frames:
         sys.exit(f"the reference mel has no {args.frames} frames from frame {args.start}")

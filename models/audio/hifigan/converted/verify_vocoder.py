@@ -21,11 +21,10 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from hifigan import load_config, log_mel, stitch
 from litert_gpu_toolkit.metrics import compare
-from litert_gpu_toolkit.recipe import (LATENCY_METRIC, latency_ms, load_model, load_reference, print_failure,
-                                       report_gates, residency, run_on_device, strict_gates, verify_main,
-                                       verify_parser, write_results)
+from litert_gpu_toolkit.recipe import (LATENCY_METRIC, add_model_argument, add_ref_argument, finish_verify,
+                                       latency_ms, load_model, load_reference, print_failure, residency,
+                                       run_on_device, strict_gates, verify_main, verify_parser)
 
 HERE = Path(__file__).resolve().parent
 
@@ -60,13 +59,15 @@ def main(argv=None) -> int:
     parser = verify_parser(__doc__, HERE)
     parser.add_argument("--convt", default="polyphase", choices=("polyphase", "zerostuff", "native"),
                         help="which export to verify (picks artifacts/vocoder_<convt>_<frames>f.tflite)")
-    parser.add_argument("--model", type=Path, help="the .tflite to verify (overrides --convt)")
-    parser.add_argument("--reference", type=Path, default=HERE / "artifacts" / "reference.npz")
-    parser.add_argument("--artifacts", type=Path, default=HERE / "artifacts", help="where the WAVs and PNG go")
+    add_model_argument(parser, None, writes=False, default_text="artifacts/vocoder_<convt>_<frames>f.tflite")
+    add_ref_argument(parser, HERE / "artifacts" / "reference.npz", writes=False)
+    parser.add_argument("--artifacts", type=Path, default=HERE / "artifacts",
+                        help="where the WAVs and the spectrogram PNG go (default: artifacts)")
     args = parser.parse_args(argv)
+    from hifigan import load_config, log_mel, stitch_chunks   # imports torch
 
     info = load_model(args.model, "export_vocoder.py") if args.model else None
-    ref = load_reference(args.reference, "dump_vocoder_ref.py")
+    ref = load_reference(args.ref, "dump_vocoder_ref.py")
     frames, context, hop, sr = (int(ref[k]) for k in ("frames", "context", "hop", "sample_rate"))
     model = args.model or HERE / "artifacts" / f"vocoder_{args.convt}_{frames}f.tflite"
     info = info or load_model(model, f"export_vocoder.py --convt {args.convt} --frames {frames}")
@@ -87,7 +88,7 @@ def main(argv=None) -> int:
     if run.ok:
         config = load_config()
         outputs = next(iter(run.outputs[signature.key].values())).reshape(len(chunks), -1)
-        gpu_wave = stitch(outputs, frames, context, hop, ref["mel"].shape[1])
+        gpu_wave = stitch_chunks(outputs, frames, context, hop, ref["mel"].shape[1])
         torch_wave = ref["torch_wave"]
         c = compare(gpu_wave, torch_wave)
         mel_in, mel_torch, mel_dev = ref["mel"], log_mel(torch_wave, config), log_mel(gpu_wave, config)
@@ -120,11 +121,9 @@ def main(argv=None) -> int:
 
     gates = strict_gates(args.device, res)
     gates[f"waveform corr >= {CORR_GATE}"] = bool(metrics.get("waveform_corr", 0) >= CORR_GATE)
-    ok = report_gates(gates)
-    out = write_results(args.results_dir, graph=model.stem, device=args.device, run=run, residency=res.line,
-                        metrics=metrics, gates=gates, headline=["waveform_corr", "min_chunk_corr", "snr_db"])
-    print(f"{'PASSED' if ok else 'FAILED'}; recorded in {out}")
-    return 0 if ok else 1
+    args.model = model
+    return finish_verify(args, graph=model.stem, run=run, residency=res.line, metrics=metrics, gates=gates,
+                         headline=["waveform_corr", "min_chunk_corr", "snr_db"])
 
 
 if __name__ == "__main__":
