@@ -3,9 +3,14 @@
 The fast lane is `./scripts/test.sh -m "not gpu and not slow"`: a test that asks for the GPU is in the
 `gpu` lane whether or not its author remembered the marker.
 """
+import sys
+from pathlib import Path
+
 import pytest
 
 from litert_gpu_toolkit.testing import require_gpu
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # shared helpers: script_runner
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,7 @@
-"""The contract every recipe's verify script keeps, and the safety of the results file they share.
+"""The contract every recipe's scripts keep, and the safety of the results file they share.
+
+Every export / dump / verify script: `--help` in well under a second without importing torch, every option with
+help text, the standard flags (--weights, --model, --ref, --device, --results-dir) where they apply.
 
 Every `models/*/*/converted/verify_*.py` is run as a user runs it (a subprocess, --results-dir in a temp folder so
 nothing committed is touched) with the mistakes users make: an unknown device, a missing artifact, a corrupt
@@ -22,8 +25,11 @@ import numpy as np
 import pytest
 
 from litert_gpu_toolkit import recipe
+from litert_gpu_toolkit.recipe import results as recipe_results
 from litert_gpu_toolkit.runtime import STATUS_NO_GPU, STATUS_OK, GpuLog, RunResult
 from litert_gpu_toolkit.tiny_models import PROBE_SHAPE, add_model_bytes
+
+import script_runner  # tests/script_runner.py: the one way the tests run a recipe script
 
 ROOT = Path(__file__).resolve().parents[2]
 VERIFY_SCRIPTS = sorted(ROOT.glob("models/*/*/converted/verify_*.py"))
@@ -44,24 +50,16 @@ def artifact_args(script: Path, tmp: Path, model: Path, ref: Path) -> list[str]:
                 target.write_bytes(model.read_bytes())
             elif target.exists():
                 target.unlink()
-        return ["--artifacts", str(folder), "--ref", str(ref)]
-    if name == "verify_sr.py":  # the reference is found in --artifacts by scale and tile
-        folder = tmp / "sr"
-        folder.mkdir(exist_ok=True)
-        if ref.exists():
-            (folder / "ref_x4_t128.npz").write_bytes(ref.read_bytes())
-        return ["--model", str(model), "--artifacts", str(folder)]
-    if name == "verify_vocoder.py":
-        return ["--model", str(model), "--reference", str(ref), "--artifacts", str(tmp / "out")]
+        return ["--model", str(folder), "--ref", str(ref)]
+    if name in ("verify_sr.py", "verify_vocoder.py"):
+        return ["--model", str(model), "--ref", str(ref), "--artifacts", str(tmp / "out")]
     return ["--model", str(model), "--ref", str(ref)]
 
 
-def run_script(script: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_script(script: Path, *args: str, env: dict | None = None):
     env = dict(os.environ if env is None else env)
     env.pop("LITERT_RESULTS_DIR", None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "utilities"), env.get("PYTHONPATH")) if p)
-    return subprocess.run([sys.executable, str(script), *args], cwd=script.parent, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return script_runner.run_script(script, *args, env=env, timeout=300, check=False)
 
 
 def assert_usage_error(proc: subprocess.CompletedProcess, results_dir: Path, *expected: str) -> None:
@@ -72,6 +70,63 @@ def assert_usage_error(proc: subprocess.CompletedProcess, results_dir: Path, *ex
     for text in expected:
         assert text in proc.stderr, f"{text!r} not in the message\n{where}"
     assert not (results_dir / "results.json").exists(), "a usage error recorded a result"
+
+
+EXPORT_SCRIPTS = sorted(ROOT.glob("models/*/*/converted/export_*.py"))
+DUMP_SCRIPTS = sorted(ROOT.glob("models/*/*/converted/dump_*.py"))
+ALL_SCRIPTS = EXPORT_SCRIPTS + DUMP_SCRIPTS + VERIFY_SCRIPTS
+
+# Runs a recipe script's main() until it parses its arguments, then prints what the parser holds and whether
+# torch was imported by then. The script's own folder goes first on sys.path, as when it is run.
+_PROBE = """
+import argparse, json, runpy, sys
+script = sys.argv[1]
+sys.path.insert(0, script.rsplit("/", 1)[0])
+class Parsed(Exception):
+    pass
+def capture(self, args=None, namespace=None):
+    options = [{"flags": a.option_strings, "help": a.help, "nargs": a.nargs} for a in self._actions
+               if a.option_strings and a.dest != "help"]
+    print("OPTIONS " + json.dumps(options))
+    print("TORCH " + str("torch" in sys.modules))
+    raise Parsed()
+argparse.ArgumentParser.parse_args = capture
+sys.argv = [script]
+try:
+    runpy.run_path(script, run_name="__main__")
+except Parsed:
+    pass
+"""
+
+
+def script_options(script: Path) -> tuple[list[dict], bool]:
+    out = subprocess.run([sys.executable, "-c", _PROBE, str(script)], capture_output=True, text=True, timeout=120,
+                         cwd=script.parent, env={**os.environ, "PYTHONPATH": str(ROOT / "utilities")})
+    lines = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in out.stdout.splitlines()
+             if line.startswith(("OPTIONS ", "TORCH "))}
+    assert "OPTIONS" in lines, f"{script.name} never parsed its arguments:\n{out.stderr[-2000:]}"
+    return json.loads(lines["OPTIONS"]), lines["TORCH"] == "True"
+
+
+@pytest.mark.parametrize("script", ALL_SCRIPTS, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
+def test_every_option_has_help_and_no_torch_before_parsing(script):
+    options, torch_loaded = script_options(script)
+    assert not torch_loaded, f"{script.name} imports torch before parsing its arguments (--help would be slow)"
+    bare = [o["flags"] for o in options if not o["help"]]
+    assert not bare, f"{script.name}: options without help: {bare}"
+    commas = [o["flags"] for o in options if "comma" in (o["help"] or "").lower()]
+    assert not commas, f"{script.name}: a list option takes a comma string instead of several values: {commas}"
+
+
+@pytest.mark.parametrize("script", ALL_SCRIPTS, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
+def test_standard_flags(script):
+    flags = {f for o in script_options(script)[0] for f in o["flags"]}
+    kind = script.name.split("_")[0]
+    wanted = {"export": {"--weights", "--model"}, "dump": {"--weights", "--ref"},
+              "verify": {"--model", "--ref", "--device", "--results-dir"}}[kind]
+    assert wanted <= flags, f"{script.name} lacks {sorted(wanted - flags)}"
+    if kind != "verify":
+        assert not {"--out", "--out-dir", "--weights-dir", "--variant"} & flags, f"{script.name}: {sorted(flags)}"
 
 
 def test_every_recipe_has_one_verify_script():
@@ -197,7 +252,7 @@ def test_a_failed_write_leaves_the_old_file_intact(tmp_path, monkeypatch, fail_a
 
     def full_disk(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
-    monkeypatch.setattr(recipe.os, fail_at, full_disk)
+    monkeypatch.setattr(recipe_results.os, fail_at, full_disk)
     with pytest.raises(recipe.ResultsFileError, match="the disk is full.*previous file is unchanged"):
         record(tmp_path, "after", x=2.0)
     monkeypatch.undo()

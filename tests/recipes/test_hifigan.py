@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,16 +23,13 @@ sys.path.insert(0, str(RECIPE))
 
 import hifigan
 
+import script_runner  # tests/script_runner.py: the one way the tests run a recipe script
+
 FRAMES, CONTEXT = 16, 4
 
 
-def run_script(name: str, *args: str, env: dict | None = None, timeout: float = 900,
-               ok_codes=(0,)) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, str(RECIPE / name), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
-    assert proc.returncode in ok_codes, \
-        f"{name} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc
+def run_script(name: str, *args: str, env: dict | None = None, timeout: float = 900, ok_codes=(0,)):
+    return script_runner.run_script(RECIPE / name, *args, env=env, timeout=timeout, ok=ok_codes)
 
 
 def test_weight_norm_fold_matches_torch_weight_norm():
@@ -66,7 +62,7 @@ def test_chunks_stitch_back_to_one_run():
     chunks = hifigan.chunk_mel(mel, 16, 4)
     assert chunks.shape == (7, 3, 16)  # ceil(50 / 8) chunks of 16 frames
     # identity 'vocoder' with hop 1: stitching the chunk cores gives the mel back
-    assert np.array_equal(hifigan.stitch(chunks[:, 1], 16, 4, 1, 50), mel[1])
+    assert np.array_equal(hifigan.stitch_chunks(chunks[:, 1], 16, 4, 1, 50), mel[1])
     full = hifigan.padded_for_full_run(mel, 16, 4)
     assert np.array_equal(full[:, 4:54], mel) and np.all(full[:, :4] == hifigan.LOG_FLOOR)
 
@@ -76,18 +72,18 @@ def test_recipe_export_dump_verify_on_gpu(gpu, tmp_path):
     if shutil.which("espeak-ng") is None:
         pytest.fail("espeak-ng is required for the recipe's test speech (apt-get install espeak-ng)")
     model, ref = tmp_path / "vocoder.tflite", tmp_path / "reference.npz"
-    run_script("export_vocoder.py", "--frames", str(FRAMES), "--out", str(model))
+    run_script("export_vocoder.py", "--frames", str(FRAMES), "--model", str(model))
     info = read_model_info(model)
     assert not info.has_op("TRANSPOSE_CONV") and info.has_op("CONV_2D")  # polyphase by default
 
     run_script("dump_vocoder_ref.py", "--frames", str(FRAMES), "--context", str(CONTEXT), "--max-chunks", "1",
-               "--out", str(ref))
+               "--ref", str(ref))
     data = np.load(ref)
     assert data["chunks"].shape == (1, 80, FRAMES) and data["torch_chunks"].shape == (1, FRAMES * 256)
     assert np.abs(data["torch_wave"]).max() > 0.05  # the vocoder made sound from real speech
 
     env = dict(os.environ, LITERT_RESULTS_DIR=str(tmp_path))
-    common = ["--model", str(model), "--reference", str(ref), "--artifacts", str(tmp_path)]
+    common = ["--model", str(model), "--ref", str(ref), "--artifacts", str(tmp_path)]
     # fp16 (the GPU's default): full residency and a faithful waveform, but below the 0.999 correlation gate --
     # fp16 precision compounds through the generator's depth (see the recipe README); verify exits 1 for that gate
     fp16 = run_script("verify_vocoder.py", *common, env=env, ok_codes=(0, 1))

@@ -4,25 +4,20 @@ The three scripts run as subprocesses with the offline weights, on the GPU accel
 GPU in CI), writing into a temp folder (the committed results.json is not touched).
 """
 import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+import script_runner  # tests/script_runner.py: the one way the tests run a recipe script
 
 RECIPE = Path(__file__).resolve().parents[2] / "models" / "text" / "all_minilm_l6_v2" / "converted"
 pytestmark = [pytest.mark.slow, pytest.mark.gpu]
 
 
 def _run(script, *args, cwd):
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    start = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(RECIPE / script), *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
-    return proc, time.perf_counter() - start
+    proc = script_runner.run_script(RECIPE / script, *args, cwd=cwd, check=False)
+    return proc, proc.seconds
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +25,8 @@ def recipe(gpu, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("minilm")
     model, ref = tmp / "encoder.tflite", tmp / "encoder_ref.npz"
     steps = {}
-    for name, script, args in (("export", "export_encoder.py", ["--out", model]),
-                               ("dump", "dump_encoder_ref.py", ["--out", ref]),
+    for name, script, args in (("export", "export_encoder.py", ["--model", model]),
+                               ("dump", "dump_encoder_ref.py", ["--ref", ref]),
                                ("verify", "verify_encoder.py", ["--model", model, "--ref", ref, "--results-dir", tmp])):
         proc, wall = _run(script, *args, cwd=tmp)
         steps[name] = (proc, wall)

@@ -6,7 +6,6 @@ The end-to-end test runs the recipe's three scripts as subprocesses, as a user w
 """
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,14 +17,13 @@ sys.path.insert(0, str(RECIPE))
 torch = pytest.importorskip("torch")
 import mobilenet_v2 as mnv2
 
+import script_runner  # tests/script_runner.py: the one way the tests run a recipe script
+
 PHOTOS = ["chelsea", "coffee", "astronaut"]
 
 
 def run_script(name, *args, env=None, timeout=900):
-    proc = subprocess.run([sys.executable, str(RECIPE / name), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
-    assert proc.returncode == 0, f"{name} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc
+    return script_runner.run_script(RECIPE / name, *args, env=env, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +55,10 @@ def test_torchvision_weights_classify_real_photos(model):
 
 @pytest.mark.slow
 def test_recipe_export_dump_verify_on_gpu(gpu, tmp_path):
-    tflite, ref = tmp_path / "mobilenet_v2.tflite", tmp_path / "classifier_ref.npz"
+    tflite, ref = tmp_path / "classifier.tflite", tmp_path / "classifier_ref.npz"
     committed = (RECIPE / "results.json").read_text() if (RECIPE / "results.json").exists() else None
-    run_script("export_classifier.py", "--out", str(tflite))
-    run_script("dump_classifier_ref.py", "--out", str(ref), "--photos", *PHOTOS)
+    run_script("export_classifier.py", "--model", str(tflite))
+    run_script("dump_classifier_ref.py", "--ref", str(ref), "--photos", *PHOTOS)
     env = dict(os.environ, LITERT_RESULTS_DIR=str(tmp_path))
     proc = run_script("verify_classifier.py", "--model", str(tflite), "--ref", str(ref), env=env)
     record = json.loads((tmp_path / "results.json").read_text())["classifier@host-gpu"]

@@ -6,7 +6,6 @@ photos (one face; two faces), writing everything -- results.json included -- und
 """
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,14 +17,13 @@ sys.path.insert(0, str(RECIPE))
 torch = pytest.importorskip("torch")
 import mtcnn
 
+import script_runner  # tests/script_runner.py: the one way the tests run a recipe script
+
 E2E_PHOTOS = ["astronaut", "astronaut_pair"]
 
 
 def run_script(name, *args, env=None, timeout=900):
-    proc = subprocess.run([sys.executable, str(RECIPE / name), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
-    assert proc.returncode == 0, f"{name} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc
+    return script_runner.run_script(RECIPE / name, *args, env=env, timeout=timeout)
 
 
 def test_nms_keeps_best_of_overlapping_boxes():
@@ -85,11 +83,11 @@ def test_ceil_mode_maxpool_is_exact_on_gpu_for_negative_inputs(gpu, tmp_path, ke
 @pytest.mark.slow
 def test_recipe_export_dump_verify_on_gpu(gpu, tmp_path):
     committed = (RECIPE / "results.json").read_text() if (RECIPE / "results.json").exists() else None
-    run_script("export_mtcnn.py", "--out-dir", str(tmp_path))
+    run_script("export_mtcnn.py", "--model", str(tmp_path))
     ref = tmp_path / "mtcnn_ref.npz"
-    run_script("dump_mtcnn_ref.py", "--out", str(ref), "--photos", *E2E_PHOTOS)
+    run_script("dump_mtcnn_ref.py", "--ref", str(ref), "--photos", *E2E_PHOTOS)
     env = dict(os.environ, LITERT_RESULTS_DIR=str(tmp_path))
-    proc = run_script("verify_mtcnn.py", "--artifacts", str(tmp_path), "--ref", str(ref), env=env)
+    proc = run_script("verify_mtcnn.py", "--model", str(tmp_path), "--ref", str(ref), env=env)
     record = json.loads((tmp_path / "results.json").read_text())["mtcnn@host-gpu"]
     assert record["passed"], proc.stdout
     for net in ("pnet", "rnet", "onet"):

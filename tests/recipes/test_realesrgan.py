@@ -5,19 +5,17 @@ full-size commands. The x3 graph exercises the bicubic-resize rewrite (plain con
 """
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+import script_runner  # tests/script_runner.py: the one way the tests run a recipe script
 
 RECIPE = Path(__file__).resolve().parents[2] / "models" / "vision" / "realesrgan_animevideov3" / "converted"
 
 
 def _run(args, env):
-    out = subprocess.run([sys.executable, *args], cwd=RECIPE, env=env, capture_output=True, text=True, timeout=1200)
-    assert out.returncode == 0, f"{args}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
-    return out.stdout
+    return script_runner.run_script(RECIPE / args[0], *args[1:], env=env, timeout=1200).stdout
 
 
 @pytest.mark.slow

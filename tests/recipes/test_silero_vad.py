@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,12 +23,11 @@ sys.path.insert(0, str(RECIPE))
 
 import vad_net
 
+import script_runner  # tests/script_runner.py: the one way the tests run a recipe script
 
-def run_script(name: str, *args, timeout: float = 600) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, str(RECIPE / name), *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout)
-    assert proc.returncode == 0, f"{name} exited {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    return proc
+
+def run_script(name: str, *args, timeout: float = 600):
+    return script_runner.run_script(RECIPE / name, *args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +35,8 @@ def pipeline(tmp_path_factory):
     if shutil.which("espeak-ng") is None:
         pytest.fail("espeak-ng is needed for the test speech: apt-get install -y espeak-ng (scripts/setup.sh does)")
     work = tmp_path_factory.mktemp("silero_vad")
-    export = run_script("export_vad.py", "--out", work / "step.tflite")
-    dump = run_script("dump_vad_ref.py", "--out", work / "ref.npz", "--wav", work / "speech.wav")
+    export = run_script("export_vad.py", "--model", work / "step.tflite")
+    dump = run_script("dump_vad_ref.py", "--ref", work / "ref.npz", "--wav", work / "speech.wav")
     return {"dir": work, "model": work / "step.tflite", "ref": work / "ref.npz", "export_log": export.stdout,
             "dump_log": dump.stdout}
 

@@ -1,18 +1,18 @@
 """The SmolLM2-135M recipe end to end, as a user runs it, at full size (30 blocks, real weights).
 
-export_prefill -> export_decode -> dump_llm_ref -> verify_llm as subprocesses on the GPU accelerator (the
+export_llm --graph prefill, export_llm --graph decode, dump_llm_ref and verify_llm as subprocesses on the GPU
+accelerator (the
 software GPU in CI), in a temp folder (the committed results.json is not touched). CI's subset: the first
 prompt, prefill + 4 decode steps (the full 10 prompts x 32 steps is one command in the README).
 """
 import json
 import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+import script_runner  # tests/script_runner.py: the one way the tests run a recipe script
 
 RECIPE = Path(__file__).resolve().parents[2] / "models" / "llm" / "smollm2_135m" / "converted"
 PROMPTS, STEPS = 1, 4
@@ -20,11 +20,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.gpu]
 
 
 def _run(script, *args, cwd):
-    env = dict(os.environ, HF_HUB_OFFLINE="1", LITERT_RESULTS_DIR=str(cwd))
-    start = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(RECIPE / script), *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=1200)
-    return proc, time.perf_counter() - start
+    proc = script_runner.run_script(RECIPE / script, *args, cwd=cwd, env=dict(os.environ, LITERT_RESULTS_DIR=str(cwd)),
+                                    timeout=1200, check=False)
+    return proc, proc.seconds
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +31,9 @@ def recipe(gpu, tmp_path_factory):
     prefill, decode, ref = tmp / "prefill.tflite", tmp / "decode.tflite", tmp / "llm_ref.npz"
     steps = {}
     for name, script, args in (
-            ("export_prefill", "export_prefill.py", ["--out", prefill]),
-            ("export_decode", "export_decode.py", ["--out", decode]),
-            ("dump", "dump_llm_ref.py", ["--out", ref, "--prompts", PROMPTS, "--steps", STEPS]),
+            ("export_prefill", "export_llm.py", ["--graph", "prefill", "--model", prefill]),
+            ("export_decode", "export_llm.py", ["--graph", "decode", "--model", decode]),
+            ("dump", "dump_llm_ref.py", ["--ref", ref, "--prompts", PROMPTS, "--steps", STEPS]),
             ("verify", "verify_llm.py", ["--prefill", prefill, "--decode", decode, "--ref", ref,
                                          "--results-dir", tmp])):
         proc, wall = _run(script, *args, cwd=tmp)
