@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
 # The test suite, set-up included.
 #   ./scripts/test.sh                               lint (ruff), then the fast lane, then the GPU and slow tests
-#   ./scripts/test.sh -m "not gpu and not slow"     the fast lane alone (a few minutes; no GPU needed)
+#   ./scripts/test.sh -m "not gpu and not slow"     the fast lane alone (under 3 minutes on 2 cores; no GPU needed)
 #   ./scripts/test.sh ARGS...                       any other pytest arguments, passed as they are
 # Under LITERT_GPU_REQUIRED=1 (CI) GPU tests fail instead of skipping when no GPU adapter is found.
+# Workers (pytest-xdist): a run that selects no GPU test ("not gpu" in its -m) uses LITERT_TEST_WORKERS
+# processes (default 2); GPU and slow tests run in one process, since two conversions of a full-size model
+# at once can exhaust the memory of a small machine. Pass -n yourself to choose.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/scripts/setup.sh"
 cd "$ROOT"
 PY="${LITERT_VENV:-$ROOT/.venv}/bin/python"
+WORKERS="${LITERT_TEST_WORKERS:-2}"
 if [ "$#" -gt 0 ]; then
-  exec "$PY" -m pytest "$@"
+  case " $* " in
+    *" -n "*|*" -n"[0-9]*|*"--numprocesses"*) exec "$PY" -m pytest "$@" ;;
+    *"not gpu"*) exec "$PY" -m pytest -n "$WORKERS" "$@" ;;
+    *) exec "$PY" -m pytest "$@" ;;
+  esac
 fi
 echo "[test] lint: ruff check"
 "$PY" -m ruff check .
-echo "[test] fast lane: -m 'not gpu and not slow'"
-"$PY" -m pytest -m "not gpu and not slow"
+echo "[test] fast lane: -m 'not gpu and not slow' on $WORKERS workers"
+"$PY" -m pytest -n "$WORKERS" -m "not gpu and not slow"
 echo "[test] GPU and slow tests: -m 'gpu or slow'"
 "$PY" -m pytest -m "gpu or slow"

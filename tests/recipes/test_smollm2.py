@@ -1,8 +1,8 @@
 """The SmolLM2-135M recipe end to end, as a user runs it, at full size (30 blocks, real weights).
 
 export_llm --graph prefill, export_llm --graph decode, dump_llm_ref and verify_llm as subprocesses on the GPU
-accelerator (the software GPU in CI), in a temp folder (the committed results.json is not touched). CI's subset: the first
-prompt, prefill + 4 decode steps (the full 10 prompts x 32 steps is one command in the README).
+accelerator (the software GPU in CI), in a temp folder (the committed results.json is not touched). CI's subset: the
+first prompt, prefill + 4 decode steps (the full 10 prompts x 32 steps is one command in the README).
 """
 import json
 import os

@@ -11,7 +11,7 @@ import pytest
 from ai_edge_litert import schema_py_generated as schema
 
 from litert_gpu_toolkit import Report, check_gpu_compatibility, print_report
-from litert_gpu_toolkit import checker as checker_mod
+from litert_gpu_toolkit import checker_steps as checker_mod  # where the checker calls the runtime
 from litert_gpu_toolkit.__main__ import main as cli_main
 from litert_gpu_toolkit.inputs import (PLACEHOLDER_SIGNATURE, InputError, integer_bound, make_inputs,
                                        parse_int_range_args, parse_shape_args, split_by_signature)

@@ -31,12 +31,14 @@ def stage(message: str) -> None:
 def converter_output(log_path: str | os.PathLike | None = None, *, verbose: bool | None = None):
     """Capture everything printed inside the block into `log_path` (default: a new file in the temp folder).
 
-    Yields the log's Path (None when verbose). The file is kept: it is small, and it is the only record
-    of what the converter said. On an exception the path is printed, then the exception propagates."""
+    Yields the log's Path (None when verbose). A named log is kept: it is small, and it is the only record
+    of what the converter said. A temp-folder log is removed when the block succeeds and kept when it
+    raises. On an exception the path is printed, then the exception propagates."""
     if verbose if verbose is not None else verbose_from_env():
         yield None
         return
-    if log_path is None:
+    temporary = log_path is None
+    if temporary:
         fd, name = tempfile.mkstemp(prefix="litert_gpu_convert_", suffix=".log")
         os.close(fd)
         log_path = name
@@ -58,6 +60,8 @@ def converter_output(log_path: str | os.PathLike | None = None, *, verbose: bool
             raise
         finally:
             _restore(saved)
+    if temporary:
+        log_path.unlink(missing_ok=True)
 
 
 def _restore(saved: tuple[int, int]) -> None:
