@@ -11,7 +11,7 @@ Blocks (name: source -> where):
   results   models/*/*/converted/results.json -> each recipe's README.md and converted/README.md, the top README
   symptoms  utilities/litert_gpu_toolkit/symptoms.py -> the toolkit's REFERENCE.md
   bench     docs/data/bench_rewrites.json (python scripts/bench_rewrites.py --record) -> the toolkit's REFERENCE.md
-  zoo       zoo/results.json (python zoo/run_zoo.py) -> zoo/README.md
+  zoo       zoo/results.json (python -m litert_gpu_toolkit zoo) -> zoo/README.md
 
   python scripts/gen_docs.py          # rewrite every stale block
   python scripts/gen_docs.py --check  # write nothing; exit 1 naming the stale files (the test suite runs this)
@@ -24,29 +24,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "utilities"))   # the toolkit, vendored or installed
+from litert_gpu_toolkit.generated import splice
+
 TOOLKIT_REFERENCE = ROOT / "utilities" / "litert_gpu_toolkit" / "REFERENCE.md"
 BENCH_DATA = ROOT / "docs" / "data" / "bench_rewrites.json"
 ZOO = ROOT / "zoo"
-
-
-def begin(name: str, source: str) -> str:
-    return f"<!-- BEGIN GENERATED {name}: scripts/gen_docs.py from {source}; do not edit -->"
-
-
-def end(name: str) -> str:
-    return f"<!-- END GENERATED {name} -->"
-
-
-def splice(text: str, name: str, source: str, body: str, heading: str) -> str:
-    """`text` with block `name` replaced by `body` (appended under `heading` when the file has no such block)."""
-    head_marker, tail_marker = f"<!-- BEGIN GENERATED {name}:", end(name)
-    block = f"{begin(name, source)}\n{body.rstrip()}\n{tail_marker}"
-    if head_marker in text and tail_marker in text:
-        head, rest = text.split(head_marker, 1)
-        return head + block + rest.split(tail_marker, 1)[1]
-    if not text.strip():
-        return block + "\n"
-    return text.rstrip("\n") + (f"\n\n{heading}" if heading else "") + f"\n\n{block}\n"
 
 
 # ----------------------------------------------------------------------------------------- results
@@ -110,7 +93,6 @@ def top_table(recipes: list[tuple[Path, dict]]) -> str:
 # ---------------------------------------------------------------------------------------- symptoms
 
 def symptom_table() -> str:
-    sys.path.insert(0, str(ROOT / "utilities"))
     from litert_gpu_toolkit.symptoms import SYMPTOMS
 
     rows = ["| what you see | cause | rewrites | upstream | desktop GPU reproduces it |", "|---|---|---|---|---|"]
@@ -170,12 +152,12 @@ def zoo_page() -> str | None:
     results = ZOO / "results.json"
     if not results.exists():
         return None
-    sys.path.insert(0, str(ZOO))
-    import run_zoo
+    from litert_gpu_toolkit.zoo.rows import row_from_dict
+    from litert_gpu_toolkit.zoo.table import render_table
 
     data = json.loads(results.read_text())
-    rows = {d["name"]: run_zoo._row_from_dict(d) for d in data["rows"]}
-    return run_zoo.render_table(rows, data["environment"])
+    rows = {d["name"]: row_from_dict(d) for d in data["rows"]}
+    return render_table(rows, data["environment"])
 
 
 # -------------------------------------------------------------------------------------------- main

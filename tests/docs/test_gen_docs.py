@@ -5,10 +5,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from litert_gpu_toolkit import generated as blocks_module
+
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("gen_docs", ROOT / "scripts" / "gen_docs.py")
 gen = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gen)
+blocks = blocks_module  # the one marker style, shared by gen_docs.py and the zoo
 
 
 def test_committed_tables_are_current():
@@ -27,12 +30,12 @@ def test_every_results_record_is_complete():
 
 
 def test_splice_replaces_only_the_marked_block():
-    text = f"# Title\n\nintro\n\n{gen.begin('results', 'x')}\nold\n{gen.end('results')}\n\nafter\n"
-    new = gen.splice(text, "results", "x", "NEW TABLE", "## Results")
+    text = f"# Title\n\nintro\n\n{blocks.begin('results', 'x')}\nold\n{blocks.end('results')}\n\nafter\n"
+    new = blocks.splice(text, "results", "x", "NEW TABLE", "## Results")
     assert "old" not in new and "NEW TABLE" in new and new.endswith("after\n") and new.startswith("# Title")
-    appended = gen.splice("# Title\n", "results", "x", "T", "## Results")
-    assert "## Results" in appended and gen.begin("results", "x") in appended
-    other = gen.splice(new, "symptoms", "y", "S", "## Symptoms")      # a second block leaves the first alone
+    appended = blocks.splice("# Title\n", "results", "x", "T", "## Results")
+    assert "## Results" in appended and blocks.begin("results", "x") in appended
+    other = blocks.splice(new, "symptoms", "y", "S", "## Symptoms")      # a second block leaves the first alone
     assert "NEW TABLE" in other and other.count("BEGIN GENERATED") == 2
 
 

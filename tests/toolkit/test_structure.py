@@ -98,7 +98,7 @@ def _python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           cwd=ROOT)
 
 
-COMMANDS = ("check", "gpu-info", "bisect", "lint", "phone")
+COMMANDS = ("check", "gpu-info", "bisect", "lint", "phone", "zoo")
 
 
 @pytest.mark.parametrize("argv", [["--help"]] + [[c, "--help"] for c in COMMANDS])

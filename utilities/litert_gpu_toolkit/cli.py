@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 EXIT_STATUS = """\
@@ -19,7 +20,8 @@ Exit status (every command):
   lint:      0 no phone-only risks found; 1 findings
   bisect:    0 every boundary clean; 1 a boundary diverges (or does not run GPU-only)
   gpu-info:  0 a usable GPU; 1 the probe failed; 2 no GPU adapter
-  phone:     0 done (run: the phone ran the model); 1 the phone's compile or run failed"""
+  phone:     0 done (run: the phone ran the model); 1 the phone's compile or run failed
+  zoo:       0 every selected model PASSes through convert_for_gpu; 1 one does not"""
 
 # command -> (module that defines `add_arguments(parser)` and `run(args) -> int`, one-line help).
 # The module's docstring is the command's description.
@@ -29,6 +31,7 @@ COMMANDS = {
     "bisect": ("litert_gpu_toolkit.bisect", "find the first block whose GPU output diverges from torch"),
     "lint": ("litert_gpu_toolkit.lint", "static lint for phone-only GPU walls (exit 0 = no findings)"),
     "phone": ("litert_gpu_toolkit.phone.cli", "list phones, push the on-device runner, run a model on a phone's GPU"),
+    "zoo": ("litert_gpu_toolkit.zoo.cli", "convert tiny architectures plain and with convert_for_gpu"),
 }
 EXIT_INTERRUPTED = 130
 
@@ -71,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:          # `... | head`: the reader has gone; nothing left to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

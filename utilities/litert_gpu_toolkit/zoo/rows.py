@@ -1,0 +1,69 @@
+"""The zoo's results: one row per model, and the results file (read leniently, written atomically)."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+
+@dataclass
+class RunSummary:
+    """One conversion of one model (plain or with rewrites)."""
+    verdict: str
+    residency: str = ""
+    corr_fp16: float | None = None        # strict GPU fp16 vs torch (None when it did not run GPU-only)
+    corr_fp32: float | None = None        # strict GPU fp32 (enforce_f32) vs torch: tells fp16 precision from a GPU bug
+    rewrites: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    note: str = ""
+    seconds: float = 0.0
+    attempts: list[str] = field(default_factory=list)   # convert_for_gpu's conversions tried
+
+
+@dataclass
+class ZooRow:
+    name: str
+    domain: str
+    params: int = 0
+    plain: RunSummary | None = None
+    gpu: RunSummary | None = None         # convert_for_gpu with defaults
+    error: str = ""                       # the row could not be produced (build failure, crash, timeout)
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.gpu is not None and self.gpu.verdict == "PASS"
+
+
+def _known(cls, d: dict) -> dict:
+    """Only the fields `cls` has (a results file from another version of this module still loads)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in d.items() if k in names}
+
+
+def row_from_dict(d: dict) -> ZooRow:
+    row = ZooRow(**_known(ZooRow, {k: v for k, v in d.items() if k not in ("plain", "gpu")}))
+    row.plain = RunSummary(**_known(RunSummary, d["plain"])) if d.get("plain") else None
+    row.gpu = RunSummary(**_known(RunSummary, d["gpu"])) if d.get("gpu") else None
+    return row
+
+
+def load_results(path: Path) -> dict[str, ZooRow]:
+    if not path.exists():
+        return {}
+    data = json.loads(path.read_text())
+    return {d["name"]: row_from_dict(d) for d in data.get("rows", [])}
+
+
+def save_results(path: Path, rows: dict[str, ZooRow], environment: dict, order: list[str] = ()) -> None:
+    """Atomic write (temp file + rename) so an interrupted run never leaves a half file; rows in `order` first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    order = [n for n in order if n in rows] + [n for n in rows if n not in order]
+    data = {"environment": environment, "rows": [asdict(rows[n]) for n in order]}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".results.", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)

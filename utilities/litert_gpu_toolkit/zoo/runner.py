@@ -1,0 +1,126 @@
+"""One zoo model, built, converted plain and through `convert_for_gpu`, and checked -- in a child process.
+
+    python -m litert_gpu_toolkit.zoo.runner NAME WORKDIR     (what `run_isolated` starts; writes WORKDIR/NAME.row.json)
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from .architectures import ZOO
+from .rows import RunSummary, ZooRow, row_from_dict
+
+TIMEOUT_S = 1500.0
+
+
+def _summarise(result, seconds: float) -> RunSummary:
+    report = result.report
+
+    def worst(label):
+        found = None
+        for outs in (getattr(report, "signatures", None) or {}).values():
+            for entry in outs.values():
+                c = entry.get("vs_reference", {}).get(label, {}).get("corr")
+                if c is not None:
+                    found = c if found is None else min(found, c)
+        return found
+    corr, corr32 = worst("gpu_fp16"), worst("gpu_fp32")
+    residency = ""
+    if report is not None and getattr(report, "residency", None):
+        residency = report.residency.get("line", "")
+    note = ""
+    if result.error:
+        lines = [ln.strip() for ln in result.error.strip().splitlines() if ln.strip()]
+        telling = [ln for ln in lines if "data-dependent" in ln or "guard" in ln.lower() or "Lowering not found" in ln]
+        note = (telling[0] if telling else lines[0] if lines else "conversion failed")[:300]
+    elif report is not None and not report.ok:
+        note = report.summary[:300]
+    kept = list(dict.fromkeys(c.rewrite for c in result.changes))
+    dropped = list(getattr(result, "dropped", {}) or {})
+    if report is not None and getattr(report, "unsupported_ops", None):
+        reasons = "; ".join(f"{u['op']}: {u['reason']}" for u in report.unsupported_ops)
+        note = f"{note} [{reasons}]"[:400]
+    return RunSummary(result.verdict, residency, corr, corr32, kept, dropped, note, round(seconds, 1),
+                      list(getattr(result, "attempts", []) or []))
+
+
+def run_one(name: str, workdir: Path) -> ZooRow:
+    """Build, convert plain and with rewrites, check; in this process."""
+    from litert_gpu_toolkit import convert_for_gpu
+
+    entry = ZOO[name]
+    row = ZooRow(name, entry.domain)
+    t0 = time.perf_counter()
+    try:
+        model, inputs = entry.build()
+    except Exception as e:                                    # noqa: BLE001 - a row, not a crash
+        row.error = f"build failed: {type(e).__name__}: {e}"[:400]
+        return row
+    row.params = sum(p.numel() for p in model.parameters())
+    for label in ("plain", "gpu"):
+        t = time.perf_counter()
+        try:
+            result = convert_for_gpu(model, inputs, workdir / f"{name}_{label}.tflite", patches=label == "gpu")
+            summary = _summarise(result, time.perf_counter() - t)
+        except Exception as e:                                # noqa: BLE001 - convert_for_gpu should not raise
+            summary = RunSummary("RAISED", note=f"{type(e).__name__}: {e}"[:300],
+                                 seconds=round(time.perf_counter() - t, 1))
+        setattr(row, label, summary)
+    row.seconds = round(time.perf_counter() - t0, 1)
+    return row
+
+
+def run_isolated(name: str, workdir: Path, timeout: float = TIMEOUT_S) -> ZooRow:
+    """`run_one` in a child process: a crash or hang becomes this model's row."""
+    out = workdir / f"{name}.row.json"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", __name__, name, str(workdir)]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return ZooRow(name, ZOO[name].domain, error=f"timed out after {timeout:.0f} s",
+                      seconds=round(time.perf_counter() - t0, 1))
+    if proc.returncode != 0 or not out.exists():
+        tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-1:] or ["no output"]
+        return ZooRow(name, ZOO[name].domain, error=f"worker exited {proc.returncode}: {tail[0][:300]}",
+                      seconds=round(time.perf_counter() - t0, 1))
+    return row_from_dict(json.loads(out.read_text()))
+
+
+def environment() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    env = {}
+    for pkg in ("ai-edge-litert", "litert-torch", "torch", "transformers"):
+        try:
+            env[pkg] = version(pkg)
+        except PackageNotFoundError:
+            env[pkg] = None
+    try:
+        from litert_gpu_toolkit import probe_gpu
+
+        probe = probe_gpu()
+        env["gpu"] = probe.gpu.adapter
+        env["gpu_is_software"] = probe.gpu.is_software
+    except Exception as e:                                    # noqa: BLE001 - an environment note only
+        env["gpu"] = f"probe failed: {type(e).__name__}"
+    return env
+
+
+def main(argv: list[str]) -> int:
+    """The child's side of `run_isolated`: one row, written as JSON into the work folder."""
+    name, workdir = argv[0], Path(argv[1])
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    row = run_one(name, workdir)
+    (workdir / f"{name}.row.json").write_text(json.dumps(asdict(row)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

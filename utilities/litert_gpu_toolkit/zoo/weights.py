@@ -1,0 +1,81 @@
+"""One zoo entry (`ZooModel`) and the rule that redraws its weights.
+
+Nothing is downloaded: each builder makes a config and a randomly initialised model, then
+`redraw_weights` sets the weights by the rule below so activations are O(1) (transformers' default
+init leaves some conv models at ~1e-25, which would make any numeric check meaningless):
+
+  * nn.Linear / nn.Conv*d / nn.ConvTranspose*d weight ~ N(0, 1 / fan_in) (variance-preserving),
+    bias ~ N(0, 0.02^2);
+  * nn.Embedding weight ~ N(0, 1);
+  * any other parameter that the default init left all-zero or tiny (|w| < 1e-3 everywhere, e.g. layer
+    scales, cls / mask tokens, position tables) ~ U(0.5, 1.0) when its name says scale / gamma / lambda,
+    else N(0, 0.02^2) + 0 (tokens, position tables);
+  * norms (LayerNorm, GroupNorm, BatchNorm) are set to weight 1, bias 0, running stats (0, 1)
+    (some HF inits shrink BatchNorm weights, which left MobileViT at ~1e-7).
+
+Importing this module does not import torch; redrawing does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+
+
+@dataclass(frozen=True)
+class ZooModel:
+    """One architecture: `build()` -> (module returning one tensor, example inputs tuple)."""
+    name: str
+    domain: str          # vision / audio / text / llm / multimodal
+    build: Callable
+    fast: bool = False   # in the CI subset
+
+
+def redraw_weights(model, seed: int = 0) -> None:
+    """Redraw `model`'s weights in place so activations are O(1) (see the module docstring)."""
+    import torch
+    from torch import nn
+
+    g = torch.Generator().manual_seed(seed)
+
+    def normal_(t, std, mean=0.0):
+        with torch.no_grad():
+            t.copy_(torch.randn(t.shape, generator=g) * std + mean)
+
+    done: set[int] = set()
+    for _, m in model.named_modules():
+        if isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d)):
+            w = m.weight
+            if isinstance(m, (nn.ConvTranspose1d, nn.ConvTranspose2d)):
+                fan_in = w.shape[0] * int(torch.tensor(w.shape[2:]).prod()) // max(1, m.stride[0])
+            else:
+                fan_in = int(w[0].numel())
+            normal_(w, 1.0 / max(1, fan_in) ** 0.5)
+            done.add(id(w))
+            if m.bias is not None:
+                normal_(m.bias, 0.02)
+                done.add(id(m.bias))
+        elif isinstance(m, nn.Embedding):
+            normal_(m.weight, 1.0)
+            done.add(id(m.weight))
+        elif isinstance(m, (nn.LayerNorm, nn.GroupNorm, nn.BatchNorm1d, nn.BatchNorm2d)):
+            with torch.no_grad():
+                if getattr(m, "weight", None) is not None:
+                    m.weight.fill_(1.0)
+                if getattr(m, "bias", None) is not None:
+                    m.bias.zero_()
+                if getattr(m, "running_mean", None) is not None:
+                    m.running_mean.zero_()
+                    m.running_var.fill_(1.0)
+            for p in m.parameters(recurse=False):
+                done.add(id(p))
+    for name, p in model.named_parameters():
+        if id(p) in done or not p.is_floating_point():
+            continue
+        if p.numel() and float(p.detach().abs().max()) < 1e-3:
+            leaf = name.rsplit(".", 1)[-1].lower()
+            if any(k in leaf for k in ("scale", "gamma", "lambda")):
+                with torch.no_grad():
+                    p.copy_(torch.rand(p.shape, generator=g) * 0.5 + 0.5)
+            else:
+                normal_(p, 0.02)
