@@ -19,6 +19,7 @@ def gpu():
     return require_gpu()
 
 
+@pytest.hookimpl(tryfirst=True)     # before -m deselects, so "not gpu" sees the marker
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("gpu"):

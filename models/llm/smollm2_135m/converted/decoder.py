@@ -38,6 +38,7 @@ import torch.nn.functional as F
 
 
 from litert_gpu_toolkit.rewrites.broadcast_to import repeat_kv_cat
+from litert_gpu_toolkit.rewrites.fp16_overflow import MASK_FILL
 from litert_gpu_toolkit.rewrites.fp16_silent_zero import patch_rmsnorm
 from litert_gpu_toolkit.rewrites.output_aliasing import alias_safe_output
 from litert_gpu_toolkit import weights
@@ -45,7 +46,7 @@ from litert_gpu_toolkit import weights
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PREFILL_LEN = 64        # tokens per prefill graph (shorter prompts are right-padded)
 CAPACITY = 256          # KV cache rows (prompt + generated tokens)
-MASK_VALUE = -1.0e4     # additive mask: finite in fp16, exp(-1e4 + s) == 0 in fp32 too
+MASK_VALUE = -MASK_FILL  # additive mask (-1e4): finite in fp16, exp(-1e4 + s) == 0 in fp32 too
 
 
 def package_dir() -> Path:
