@@ -53,14 +53,29 @@ def load_recipes() -> list[tuple[Path, dict]]:
     return [(p.parent.parent, json.loads(p.read_text())) for p in files]
 
 
+def provenance_cell(record: dict) -> str:
+    """Which file each number came from: its sha256 prefix and the export command (from the export's sidecar)."""
+    found = record.get("provenance") or {}
+    if not found:
+        return "not recorded"
+    cells = []
+    for name, p in found.items():
+        p = p if isinstance(p, dict) else {}
+        how = f"`{p['command']}`" if p.get("command") else p.get("note", "no export record")
+        cells.append(f"`{p.get('file', name)}` `{p.get('sha256', '?')[:12]}`<br>{how}")
+    return "<br>".join(cells)
+
+
 def recipe_table(records: dict) -> str:
-    lines = ["| graph | device | residency | metrics | gates | date, commit |", "|---|---|---|---|---|---|"]
+    lines = ["| graph | device | residency | metrics | gates | graph file (sha256, export) | date, commit |",
+             "|---|---|---|---|---|---|---|"]
     for key in sorted(records):
         r = records[key]
         metrics = "<br>".join(f"{k}: {fmt(v)}" for k, v in r.get("metrics", {}).items())
         gates = "<br>".join(f"{'✅' if ok else '❌'} {name}" for name, ok in r.get("gates", {}).items())
+        when = f"{r.get('date', '')}, `{r.get('git_commit') or '-'}`"
         lines.append(f"| {r.get('graph', key)} | {r.get('device_label', r.get('device'))} | {r.get('residency', '')} "
-                     f"| {metrics} | {gates} | {r.get('date', '')}, `{r.get('git_commit') or '-'}` |")
+                     f"| {metrics} | {gates} | {provenance_cell(r)} | {when} |")
     commands = sorted({r.get("command", "") for r in records.values() if r.get("command")})
     lines += ["", "Re-run: `" + "`, `".join(commands) + "` (in `converted/`)."]
     return "\n".join(lines)
