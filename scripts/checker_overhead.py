@@ -6,12 +6,20 @@ fully GPU-resident), converts it once to artifacts/checker_overhead/bert_256x4.t
 alternates `--rounds` times: a bare strict GPU fp16 compile+run (one child process) and a full check
 (CPU + GPU fp16 + GPU fp32). Prints the medians, the ratio and the check's per-step timings.
 
-    .venv/bin/python scripts/checker_overhead.py [--rounds 3]
+    .venv/bin/python scripts/checker_overhead.py [--rounds 3] [--record]
+
+--record writes the figures to docs/data/checker_cost.json, from which scripts/gen_docs.py renders the
+"Cost" block of the toolkit's REFERENCE.md (the machine's load average is recorded beside them: on a
+shared machine the absolute times are inflated, the ratio much less).
 """
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
+import os
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -48,8 +56,11 @@ def build(path: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="bare runs and full checks, alternated (default 3)")
+    parser.add_argument("--record", action="store_true", help="write the figures to docs/data/checker_cost.json")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     path = ROOT / "artifacts" / "checker_overhead" / "bert_256x4.tflite"
     if not path.exists():
         build(path)
@@ -71,7 +82,33 @@ def main() -> int:
     print(f"full check: median {f:.2f} s of {[round(x, 2) for x in full]}")
     print(f"ratio full / bare: {f / b:.2f}")
     print("last check's steps: " + ", ".join(f"{k} {v:.2f} s" for k, v in report.timings.items()))
+    if args.record:
+        record(path, report, bare, full, args.rounds)
     return 0
+
+
+def record(path: Path, report, bare: list[float], full: list[float], rounds: int) -> None:
+    env = report.environment
+    adapter = str(env.get("gpu_adapter") or "unknown GPU").split(" (")[0]
+    kind = "software Vulkan" if env.get("software_gpu") else str(env.get("gpu_backend") or "GPU")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=10).stdout.strip() or None
+    data = {
+        "device": f"{adapter} ({kind}), ai-edge-litert {env.get('ai_edge_litert')}",
+        "command": f"python scripts/checker_overhead.py --rounds {rounds} --record",
+        "date": datetime.date.today().isoformat(), "git_commit": commit,
+        "cpu_cores": os.cpu_count(), "load_average_1min": round(os.getloadavg()[0], 2),
+        "model": "BERT-style encoder, hidden 256 x 4 layers, seq 128, random weights",
+        "model_mb": round(path.stat().st_size / 1e6, 1), "verdict": report.verdict, "summary": report.summary,
+        "bare_median_s": statistics.median(bare), "full_median_s": statistics.median(full),
+        "ratio": statistics.median(full) / statistics.median(bare), "steps_s": dict(report.timings),
+    }
+    out = ROOT / "docs" / "data" / "checker_cost.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(tmp, out)
+    print(f"recorded in {out.relative_to(ROOT)}; now run python scripts/gen_docs.py")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,12 @@ A generated block sits between two markers, one style everywhere:
 Blocks (name: source -> where):
   results   models/*/*/converted/results.json -> each recipe's README.md and converted/README.md, the top README
   symptoms  utilities/litert_gpu_toolkit/symptoms.py -> the toolkit's REFERENCE.md
+  exit_status  litert_gpu_toolkit/cli.py's EXIT_STATUS (what --help prints) -> the toolkit's README.md
   bench     docs/data/bench_rewrites.json (python scripts/bench_rewrites.py --record) -> the toolkit's REFERENCE.md
+  checker_cost  docs/data/checker_cost.json (python scripts/checker_overhead.py --record) -> REFERENCE.md
+  fp16_norms, spectral, masked_attention, constant_blowup
+            docs/data/measured.json (python -m pytest ... --record-measurements: the tests that assert the
+            figures record them; tests/measurements.py) -> REFERENCE.md
   zoo       zoo/results.json (python -m litert_gpu_toolkit zoo) -> zoo/README.md
 
   python scripts/gen_docs.py          # rewrite every stale block
@@ -27,8 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "utilities"))   # the toolkit, vendored or installed
 from litert_gpu_toolkit.generated import splice
 
+TOOLKIT_README = ROOT / "utilities" / "litert_gpu_toolkit" / "README.md"
 TOOLKIT_REFERENCE = ROOT / "utilities" / "litert_gpu_toolkit" / "REFERENCE.md"
 BENCH_DATA = ROOT / "docs" / "data" / "bench_rewrites.json"
+CHECKER_COST = ROOT / "docs" / "data" / "checker_cost.json"
+MEASURED = ROOT / "docs" / "data" / "measured.json"          # tests/measurements.py writes it
 ZOO = ROOT / "zoo"
 
 
@@ -161,6 +169,85 @@ def render_bench(data: dict) -> str:
     return "\n".join(out)
 
 
+# -------------------------------------------------------------------------- measured (REFERENCE.md)
+
+def _provenance_line(entry: dict) -> str:
+    return (f"Measured on {entry['device']} by `{entry['command']}` ({entry['date']}, `{entry.get('git_commit')}`); "
+            "each figure is asserted by the test that measured it, so a runtime change fails a test.")
+
+
+def render_checker_cost(d: dict) -> str:
+    steps = ", ".join(f"{k} {v:.2f} s" for k, v in d["steps_s"].items() if k != "total")
+    return (f"Measured with `{d['command']}` ({d['model']}, {d['model_mb']} MB, {d['verdict']}: {d['summary']}) "
+            f"on {d['device']}, {d['date']} (`{d.get('git_commit')}`), {d['cpu_cores']} CPU cores at load average "
+            f"{d['load_average_1min']} (a shared machine: absolute times are inflated, the ratio much less): "
+            f"bare strict GPU fp16 compile + run median {d['bare_median_s']:.2f} s, full check median "
+            f"{d['full_median_s']:.2f} s, **ratio {d['ratio']:.2f}** (steps of one check: {steps}).")
+
+
+def _plain_cell(r: dict) -> str:
+    if r.get("plain_all_zero"):
+        return "**all zero**"
+    if r.get("plain_nonfinite"):
+        return f"**non-finite** ({r['plain_nonfinite']} values)"
+    if r.get("fails_plain_here"):
+        return f"corr {r['plain_corr']:.2f} (finite, wrong)"
+    return f"passes (corr {r['plain_corr']:.4f}, max abs err {r['plain_max_abs']:.2g})"
+
+
+def render_fp16_norms(entry: dict) -> str:
+    lines = [_provenance_line(entry), "",
+             "| case (input scale) | plain on this GPU | rewritten on this GPU | phones (fp16 accumulators) |",
+             "|---|---|---|---|"]
+    for r in entry["rows"].values():
+        phones = "fails (same cause)" if r.get("fails_plain_here") else f"expected to fail: {r.get('on_phones')}"
+        lines.append(f"| {r['label']} | {_plain_cell(r)} | corr {r['rewritten_corr']:.6f}, max abs err "
+                     f"{r['rewritten_max_abs']:.2g} | {phones} |")
+    return "\n".join(lines)
+
+
+def render_spectral(entry: dict) -> str:
+    names = {"stft": "STFT (complex)", "istft_round_trip": "STFT -> iSTFT round trip", "logmel_htk": "HTK log-mel",
+             "logmel_whisper": "Whisper-style Slaney log10-mel", "logmel_loud_prescaled": "log-mel of a 2x full-scale "
+             "tone, prescale=16"}
+    rows = entry["rows"]
+    lines = [_provenance_line(entry), "", "| output (one graph, fp16) | corr vs torch | max abs err | non-finite |",
+             "|---|---:|---:|---:|"]
+    for key, label in names.items():
+        if key in rows:
+            r = rows[key]
+            lines.append(f"| {label} | {r['corr']:.6f} | {r['max_abs']:.3g} | {r['nonfinite']} |")
+    loud = rows.get("loudest_1pct_max_error")
+    if loud:
+        lines += ["", f"At the loudest 1% of the 2x full-scale tone's log-mel bins the largest error is "
+                      f"{loud['plain']:.3g} plain and {loud['prescaled']:.3g} with `prescale=16`."]
+    return "\n".join(lines)
+
+
+def render_masked_attention(entry: dict) -> str:
+    rows = entry["rows"]
+    return (f"{_provenance_line(entry)} The head-broadcast ADD: corr {rows['head_broadcast_add']['corr']:.6f}; "
+            f"the pre-expanded mask: corr {rows['pre_expanded']['corr']:.6f}.")
+
+
+def render_constant_blowup(entry: dict) -> str:
+    lines = [_provenance_line(entry), "",
+             "| six blocks adding gain_i x table[512, 128] | file | constants / parameters "
+             "| folded constants flagged | corr vs torch (fp16) |", "|---|---:|---:|---:|---:|"]
+    labels = {"folded": "as written (the product is folded)",
+              "runtime_table": "`constant_to_input(model, [\"table\"])`"}
+    for key, label in labels.items():
+        r = entry["rows"].get(key)
+        if r:
+            lines.append(f"| {label} | {r['file_bytes'] / 1e6:.2f} MB | {r['constants_over_params']:.2f}x "
+                         f"| {r['suspects']} | {r['corr']:.6f} |")
+    return "\n".join(lines)
+
+
+MEASURED_RENDERERS = {"fp16_norms": render_fp16_norms, "spectral": render_spectral,
+                      "masked_attention": render_masked_attention, "constant_blowup": render_constant_blowup}
+
+
 # ---------------------------------------------------------------------------------------------- zoo
 
 def zoo_page() -> str | None:
@@ -193,9 +280,19 @@ def targets() -> dict[Path, str]:
     if recipes:
         update(ROOT / "README.md", "results", "models/*/*/converted/results.json", top_table(recipes), "## Recipes")
     update(TOOLKIT_REFERENCE, "symptoms", "symptoms.py", symptom_table(), "## Symptom table")
+    from litert_gpu_toolkit.cli import EXIT_STATUS
+
+    update(TOOLKIT_README, "exit_status", "litert_gpu_toolkit/cli.py EXIT_STATUS", f"```\n{EXIT_STATUS}\n```", "")
     if BENCH_DATA.exists():
         update(TOOLKIT_REFERENCE, "bench", "docs/data/bench_rewrites.json",
                render_bench(json.loads(BENCH_DATA.read_text())), "### Benchmark")
+    if CHECKER_COST.exists():
+        update(TOOLKIT_REFERENCE, "checker_cost", "docs/data/checker_cost.json",
+               render_checker_cost(json.loads(CHECKER_COST.read_text())), "### Cost")
+    measured = json.loads(MEASURED.read_text()) if MEASURED.exists() else {}
+    for name, render in MEASURED_RENDERERS.items():
+        if name in measured:
+            update(TOOLKIT_REFERENCE, name, "docs/data/measured.json", render(measured[name]), f"### Measured: {name}")
     page = zoo_page()
     if page is not None:
         update(ZOO / "README.md", "zoo", "zoo/results.json", page, "")

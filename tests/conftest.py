@@ -10,7 +10,24 @@ import pytest
 
 from litert_gpu_toolkit.testing import require_gpu
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))   # shared helpers: script_runner
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # shared helpers: script_runner, measurements
+
+import measurements
+
+
+def pytest_addoption(parser):
+    parser.addoption(measurements.OPTION, action="store_true",
+                     help="write the numbers tests measured (the `measured` fixture) into docs/data/measured.json")
+
+
+@pytest.fixture(scope="session")
+def measured():
+    """`measured(block, row, **values)`: a number the docs quote, recorded next to the assertion on it."""
+    return measurements.RECORDER
+
+
+def pytest_sessionfinish(session):
+    measurements.finish(session.config)
 
 
 @pytest.fixture(scope="session")

@@ -292,8 +292,9 @@ def test_front_ends_run_fully_on_gpu_without_walls(front_ends_on_gpu):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", [n for n in OUTPUTS if n != "logmel_loud"])
-def test_front_end_matches_torch_on_gpu_fp16(front_ends_on_gpu, name):
+def test_front_end_matches_torch_on_gpu_fp16(front_ends_on_gpu, name, measured):
     c = front_ends_on_gpu[0].comparisons[OUTPUTS.index(name)]
+    measured("spectral", name, corr=c.corr, max_abs=c.max_abs, nonfinite=c.nonfinite)
     print(f"\n[llvmpipe fp16] {name}: corr={c.corr:.6f} max_abs={c.max_abs:.3g} nonfinite={c.nonfinite}")
     assert c.nonfinite == 0, (name, c)
     assert c.corr >= 0.999, (name, c)
@@ -309,7 +310,7 @@ def _error_at_loudest(front_ends_on_gpu, name):
 
 
 @pytest.mark.gpu
-def test_loud_power_spectrum_overflows_fp16_and_prescale_fixes_it(front_ends_on_gpu):
+def test_loud_power_spectrum_overflows_fp16_and_prescale_fixes_it(front_ends_on_gpu, measured):
     """A tone of amplitude 2 (un-normalised audio, a gain stage) with n_fft=1024 and a Hann window has
     |X| ~ 512, power ~ 2.6e5 > 65504: on the fp16 GPU the plain log-mel is inf / wrong at the tone's
     bins; prescale=16 computes the spectrum within fp16's range and matches there."""
@@ -318,5 +319,7 @@ def test_loud_power_spectrum_overflows_fp16_and_prescale_fixes_it(front_ends_on_
         f"{_error_at_loudest(front_ends_on_gpu, 'logmel_loud'):.3g}, prescale=16 "
         f"{_error_at_loudest(front_ends_on_gpu, 'logmel_loud_prescaled'):.3g}"
     )
+    measured("spectral", "loudest_1pct_max_error", plain=_error_at_loudest(front_ends_on_gpu, "logmel_loud"),
+             prescaled=_error_at_loudest(front_ends_on_gpu, "logmel_loud_prescaled"))
     assert not _error_at_loudest(front_ends_on_gpu, "logmel_loud") < 0.5  # inf counts as failing
     assert _error_at_loudest(front_ends_on_gpu, "logmel_loud_prescaled") < 0.05

@@ -204,6 +204,18 @@ class NormBank(nn.Module):
 CASES = {"ln768_x300": True, "llama_rmsnorm768_x300": True, "ln4096_x1000": True, "rmsnorm4096_x1000": True,
          "instancenorm_128x128_x100": True, "groupnorm_128x128_x100": True,
          "ln4096_x30": False, "mean_128x128_offset": False, "sum4096": False}
+# case -> how the reference's table names it
+LABELS = {"ln768_x300": "LayerNorm 768, x300", "llama_rmsnorm768_x300": "HF LlamaRMSNorm 768, x300",
+          "ln4096_x1000": "LayerNorm 4096, x1000", "rmsnorm4096_x1000": "nn.RMSNorm 4096, x1000",
+          "instancenorm_128x128_x100": "InstanceNorm2d 128x128, x100",
+          "groupnorm_128x128_x100": "GroupNorm(4, 8) 128x128, x100",
+          "ln4096_x30": "LayerNorm 4096, x30 (each x^2 < 65504, their sum 3.7e6)",
+          "mean_128x128_offset": "spatial mean over 128x128, values 100..800 (sum 1.3e7)",
+          "sum4096": "single-axis sum over 4096 (results < 65504, partial sums larger)"}
+# case -> what a phone (fp16 accumulators) needs, for the cases this GPU cannot show failing
+ON_PHONES = {"ln4096_x30": "the sum passes 65504 in an fp16 accumulator; use `hierarchical=True`",
+             "mean_128x128_offset": "fp16 accumulator; use `hierarchical_mean`",
+             "sum4096": "fp16 accumulator; use `safe_sum`"}
 
 
 def _inputs():
@@ -241,10 +253,13 @@ def _failed(c) -> bool:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", list(CASES))
-def test_plain_conversion_on_software_gpu(norm_runs, case):
+def test_plain_conversion_on_software_gpu(norm_runs, case, measured):
     plain, _, _ = norm_runs
     assert plain.ok, plain.summary()
     c = plain.comparisons[list(CASES).index(case)]
+    measured("fp16_norms", case, label=LABELS[case], on_phones=ON_PHONES.get(case, ""),
+             fails_plain_here=CASES[case], plain_corr=c.corr,
+             plain_max_abs=c.max_abs, plain_nonfinite=c.nonfinite, plain_all_zero=c.all_zero)
     print(f"\n[llvmpipe fp16] plain {case}: corr={c.corr:.4f} nonfinite={c.nonfinite} all_zero={c.all_zero} "
           f"max_abs={c.max_abs:.3g}")
     if CASES[case]:
@@ -255,11 +270,12 @@ def test_plain_conversion_on_software_gpu(norm_runs, case):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", list(CASES))
-def test_rewritten_matches_torch_on_software_gpu_fp16(norm_runs, case):
+def test_rewritten_matches_torch_on_software_gpu_fp16(norm_runs, case, measured):
     _, safe, changes = norm_runs
     assert safe.ok, safe.summary()
     assert len(changes) == 7
     c = safe.comparisons[list(CASES).index(case)]
+    measured("fp16_norms", case, label=LABELS[case], rewritten_corr=c.corr, rewritten_max_abs=c.max_abs)
     print(f"\n[llvmpipe fp16] rewritten {case}: corr={c.corr:.6f} max_abs={c.max_abs:.3g}")
     assert c.nonfinite == 0 and not c.all_zero and c.corr >= 0.999, (case, c)
 

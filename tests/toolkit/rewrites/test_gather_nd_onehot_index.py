@@ -1,7 +1,5 @@
 """Indexing with integer tensors (`patch_index_onehot`, opt-in): HF attention-mask building's
 `padding_mask[batch_idx, kv_idx]` and table lookups `table[ids]` lower to GATHER_ND, which the GPU rejects."""
-import sys
-from pathlib import Path
 import pytest
 import torch
 
@@ -88,8 +86,8 @@ OPT_IN = ["patch_index_onehot", "patch_mask_fill_fp16"]
 
 def _tiny_bert():
     transformers = pytest.importorskip("transformers")
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "zoo"))
-    from architectures import _wrap, redraw_weights
+    from litert_gpu_toolkit.zoo import redraw_weights
+    from litert_gpu_toolkit.zoo.builders import _wrap
 
     cfg = transformers.BertConfig(vocab_size=100, hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
                                   intermediate_size=128, max_position_embeddings=64)

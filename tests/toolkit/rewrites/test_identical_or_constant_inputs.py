@@ -5,16 +5,13 @@ with numerics matching torch (llvmpipe, ai-edge-litert 2.3.0). Alone it is not e
 [1, H, S, S] bias ADDed onto the scores is then miscomputed by the GPU (corr 0.71 on this model in fp16
 and fp32), which `patch_attention_bias_add` (also a default) fixes; with `only=` this rewrite alone the
 numbers are asserted wrong, so the day the GPU gets it right a test says so."""
-import sys
-from pathlib import Path
 import pytest
 import torch
 
 from litert_gpu_toolkit.convert import convert_for_gpu
 from litert_gpu_toolkit.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.identical_or_constant_inputs import patch_relative_position_bias
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "zoo"))
-from architectures import redraw_weights  # the zoo's weight rule: O(1) activations
+from litert_gpu_toolkit.zoo import redraw_weights  # the zoo's weight rule: O(1) activations
 
 transformers = pytest.importorskip("transformers")
 

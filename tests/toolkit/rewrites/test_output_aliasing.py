@@ -139,7 +139,7 @@ class MaskedAttention(nn.Module):
 
 
 @pytest.mark.gpu
-def test_expanded_mask_matches_on_gpu(gpu, tmp_path):
+def test_expanded_mask_matches_on_gpu(gpu, tmp_path, measured):
     heads, seq, dim = 8, 64, 32
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, heads, seq, dim, generator=g) for _ in range(3))
@@ -152,6 +152,8 @@ def test_expanded_mask_matches_on_gpu(gpu, tmp_path):
     assert any((1, heads, seq, seq) in shapes for shapes in adds)          # the pre-expanded one
     assert "BROADCAST_TO" not in r.info.op_histogram()
     print(f"\n[llvmpipe fp16] attention, mask as given / pre-expanded: {r.summary()}")
+    measured("masked_attention", "head_broadcast_add", corr=r.comparisons[0].corr)
+    measured("masked_attention", "pre_expanded", corr=r.comparisons[1].corr)
     # The desktop runtime computes both correctly; older phone runtimes miscomputed the first.
     assert r.comparisons[1].corr >= 0.999 and r.comparisons[1].nonfinite == 0, r.summary()
     assert r.comparisons[0].corr >= 0.999, r.summary()
@@ -197,10 +199,13 @@ def blowup_runs(gpu, tmp_path_factory):
 
 
 @pytest.mark.gpu
-def test_blowup_detected_statically_and_fix_shrinks_the_file(blowup_runs):
+def test_blowup_detected_statically_and_fix_shrinks_the_file(blowup_runs, measured):
     model, plain, fixed = blowup_runs
     before = find_constant_blowup(plain.info, model)
     after = find_constant_blowup(fixed.info, model)
+    for row, info, found in (("folded", plain.info, before), ("runtime_table", fixed.info, after)):
+        measured("constant_blowup", row, file_bytes=info.size_bytes, constants_over_params=info.constant_bytes
+                 / parameter_bytes(model), suspects=len(found.suspects))
     print(f"\n[static] plain: {before.summary()}\n[static] fixed: {after.summary()}")
     assert before.blown_up and len(before.suspects) == 6                  # one folded [512, 128] per block
     assert all(s.tensor.nbytes == 512 * 128 * 4 for s in before.suspects)
@@ -212,8 +217,10 @@ def test_blowup_detected_statically_and_fix_shrinks_the_file(blowup_runs):
 
 
 @pytest.mark.gpu
-def test_blowup_fix_matches_torch_on_gpu(blowup_runs):
+def test_blowup_fix_matches_torch_on_gpu(blowup_runs, measured):
     _, plain, fixed = blowup_runs
+    measured("constant_blowup", "folded", corr=plain.min_corr())
+    measured("constant_blowup", "runtime_table", corr=fixed.min_corr())
     print(f"\n[llvmpipe fp16] folded: {plain.summary()}\n[llvmpipe fp16] runtime table: {fixed.summary()}")
     assert fixed.ok and fixed.min_corr() >= 0.999, fixed.summary()
     # Measured here: the folded [1, 512, 128] constant ADDed onto a FULLY_CONNECTED result ([512, 128],
