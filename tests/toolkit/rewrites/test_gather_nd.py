@@ -33,19 +33,11 @@ from litert_gpu_toolkit.rewrites.gather_nd import (
     resize_matrix,
 )
 from litert_gpu_toolkit.rewrites.rank_gt_4 import PatchMergingRank4, patch_patch_merging
+from torch_helpers import Fn  # tests/torch_helpers.py
 
 MIN_CORR = 0.999
 
 
-class Fn(nn.Module):
-    """A module around a function (the 'original' of a functional spelling)."""
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
 
 
 def rel_err(got, ref, scale=None):

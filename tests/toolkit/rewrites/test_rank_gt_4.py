@@ -44,6 +44,7 @@ from litert_gpu_toolkit.rewrites.rank_gt_4 import (
     window_partition,
     window_reverse,
 )
+from torch_helpers import Fn  # tests/torch_helpers.py
 
 ROOT = Path(__file__).resolve().parents[3]
 MIN_CORR = 0.999
@@ -64,13 +65,6 @@ class MaxRankSpy(TorchFunctionMode):
         return out
 
 
-class Fn(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
 
 
 def assert_gpu_matches(module, args, path):
