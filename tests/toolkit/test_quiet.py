@@ -51,3 +51,17 @@ def test_a_failure_inside_the_block_names_the_log(tmp_path, capfd):
     assert "native chatter" not in err.out and "native warning" not in err.err
     assert f"output is in {log}" in err.err
     assert "native chatter" in log.read_text() and "native warning" in log.read_text()
+
+
+def test_verbose_flag_turns_the_converter_output_on(monkeypatch):
+    """`--verbose` on an export / dump script or `bisect` is the same switch as LITERT_GPU_VERBOSE=1."""
+    import argparse
+
+    from litert_gpu_toolkit.arguments import add_verbose_argument
+    from litert_gpu_toolkit.quiet import VERBOSE_ENV, verbose_from_env
+
+    monkeypatch.setenv(VERBOSE_ENV, "0")
+    parser = argparse.ArgumentParser()
+    add_verbose_argument(parser)
+    assert parser.parse_args([]).verbose is False and not verbose_from_env()
+    assert parser.parse_args(["--verbose"]).verbose is True and verbose_from_env()

@@ -87,3 +87,22 @@ def write_output(path: str | os.PathLike, text: str) -> str | None:
     except OSError as exc:
         return f"cannot write {path}: {exc.strerror or exc}"
     return None
+
+
+class _Verbose(argparse.Action):
+    """Sets LITERT_GPU_VERBOSE=1 for this process, so every conversion it runs shows the converter's output."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=False, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from .quiet import VERBOSE_ENV
+
+        os.environ[VERBOSE_ENV] = "1"
+        setattr(namespace, self.dest, True)
+
+
+def add_verbose_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-v", "--verbose", action=_Verbose,
+                        help="show the converter's own output live (default: it goes to a .convert.log, named on "
+                             "failure; LITERT_GPU_VERBOSE=1 does the same)")

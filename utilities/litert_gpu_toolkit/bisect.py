@@ -274,13 +274,14 @@ class BuilderError(ValueError):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .arguments import correlation
+    from .arguments import add_verbose_argument, correlation
 
     p.add_argument("builder", help="SCRIPT.py:FUNCTION -- FUNCTION() returns (model, example_inputs_tuple)")
     p.add_argument("--boundaries", help="comma-separated module names (default: auto = top-level blocks)")
     p.add_argument("--min-corr", type=correlation, default=0.999, help="divergence threshold in (0, 1] (default 0.999)")
     p.add_argument("--no-fp32", action="store_true", help="skip the fp32 attribution runs")
     p.add_argument("--json", metavar="OUT", help="write the report as JSON")
+    add_verbose_argument(p)
 
 
 def load_builder(spec_text: str):

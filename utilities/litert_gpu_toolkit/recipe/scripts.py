@@ -21,6 +21,7 @@ from typing import Callable
 
 from ..errors import (EXIT_FAILED, EXIT_NO_GPU, EXIT_PASSED, EXIT_USAGE, ArtifactError, DeviceError,  # noqa: F401
                      NoGpuError, RecipeError, ResultsFileError)
+from ..arguments import add_verbose_argument
 from ..runtime import RunResult
 from .devices import add_device_argument
 
@@ -54,9 +55,11 @@ EXIT_EPILOG = ("exit status: 0 all gates passed, 1 a gate failed (the run is rec
 
 
 def script_parser(doc: str | None) -> argparse.ArgumentParser:
-    """The parser of an export or dump script: its docstring as --help."""
-    return argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                   epilog="exit status: 0 done, 1 the script's own check failed, 2 usage error")
+    """The parser of an export or dump script: its docstring as --help, and --verbose."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="exit status: 0 done, 1 the script's own check failed, 2 usage error")
+    add_verbose_argument(parser)
+    return parser
 
 
 def add_weights_argument(parser: argparse.ArgumentParser, default: str) -> None:
