@@ -35,3 +35,23 @@ def test_cli_help_lists_commands(tmp_path):
     out = subprocess.run([sys.executable, "-m", "litert_gpu_toolkit", "--help"], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "gpu-info" in out.stdout
+
+
+def test_the_wheel_carries_every_file_the_package_reads(tmp_path):
+    """A `pip install` (not -e) must get the phone registry, the runner's source and the zoo, not only .py files."""
+    import shutil
+    import zipfile
+
+    src = tmp_path / "src"               # a copy: setuptools builds in the source tree (build/, egg-info)
+    shutil.copytree(ROOT / "utilities", src / "utilities", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                          "-w", str(tmp_path), str(src)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (wheel,) = tmp_path.glob("*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    package = ROOT / "utilities" / "litert_gpu_toolkit"
+    wanted = {f"litert_gpu_toolkit/{p.relative_to(package).as_posix()}" for p in package.rglob("*")
+              if p.is_file() and "__pycache__" not in p.parts}
+    assert wanted <= names, f"missing from the wheel: {sorted(wanted - names)}"
