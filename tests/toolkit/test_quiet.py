@@ -65,3 +65,24 @@ def test_verbose_flag_turns_the_converter_output_on(monkeypatch):
     add_verbose_argument(parser)
     assert parser.parse_args([]).verbose is False and not verbose_from_env()
     assert parser.parse_args(["--verbose"]).verbose is True and verbose_from_env()
+
+
+def test_python_prints_are_captured_when_sys_stdout_is_not_fd_1(tmp_path, capsys):
+    """Under pytest's capture or in a notebook sys.stdout is its own stream, not fd 1: it is redirected too."""
+    import warnings
+
+    from litert_gpu_toolkit.quiet import converter_output
+
+    log = tmp_path / "x.log"
+    before = len(os.listdir("/proc/self/fd"))
+    with converter_output(log, verbose=False):
+        print("python chatter")
+        print("python warning line", file=sys.stderr)
+        warnings.warn("a FutureWarning of the converter", FutureWarning)
+    seen = capsys.readouterr()
+    assert "chatter" not in seen.out and "warning line" not in seen.err and "FutureWarning" not in seen.err
+    text = log.read_text()
+    assert "python chatter" in text and "python warning line" in text and "FutureWarning" in text
+    assert len(os.listdir("/proc/self/fd")) == before          # the saved descriptors are closed again
+    print("after")
+    assert capsys.readouterr().out == "after\n"

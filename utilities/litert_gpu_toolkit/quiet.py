@@ -45,13 +45,16 @@ def converter_output(log_path: str | os.PathLike | None = None, *, verbose: bool
     log_path = Path(log_path)
     sys.stdout.flush()
     sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    with open(log_path, "ab") as log, warnings.catch_warnings():
+    # Both levels: file descriptors 1 and 2 (native code, subprocesses) and sys.stdout / sys.stderr, which
+    # are not fd 1 / 2 under pytest's capture or in a notebook, where Python prints would otherwise leak.
+    saved = os.dup(1), os.dup(2), sys.stdout, sys.stderr
+    with open(log_path, "ab") as log, open(log_path, "a", buffering=1) as text, warnings.catch_warnings():
         warnings.simplefilter("always")
-        warnings.showwarning = lambda m, c, f, n, file=None, line=None: log.write(
-            warnings.formatwarning(m, c, f, n, line).encode())
+        warnings.showwarning = lambda m, c, f, n, file=None, line=None: text.write(
+            warnings.formatwarning(m, c, f, n, line))
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)
+        sys.stdout = sys.stderr = text
         try:
             yield log_path
         except BaseException:
@@ -60,11 +63,13 @@ def converter_output(log_path: str | os.PathLike | None = None, *, verbose: bool
             raise
         finally:
             _restore(saved)
+            os.close(saved[0])
+            os.close(saved[1])
     if temporary:
         log_path.unlink(missing_ok=True)
 
 
-def _restore(saved: tuple[int, int]) -> None:
+def _restore(saved: tuple) -> None:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -72,6 +77,7 @@ def _restore(saved: tuple[int, int]) -> None:
         pass
     os.dup2(saved[0], 1)
     os.dup2(saved[1], 2)
+    sys.stdout, sys.stderr = saved[2], saved[3]
 
 
 def quiet_import_litert_torch(verbose: bool | None = None):
