@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
             print("pushed: " + ", ".join(pushed))
             return 0
         from ..model_info import numpy_dtype, read_model_info
-        from ..recipe import residency_line
+        from ..residency import residency_line
 
         info = read_model_info(args.path)
         sig = model_signatures(info)[0]

@@ -174,7 +174,7 @@ def patch_relative_position_bias(model: nn.Module, example_inputs=None) -> list[
         changes.append(Change(path, f"{type(m).__name__}.compute_bias -> bucket ids computed once, constant "
                                     "while tracing", "patch_relative_position_bias", True))
     if changes and example_inputs is not None:
-        from ..convert import split_example_inputs
+        from .apply import split_example_inputs
 
         args, kw = split_example_inputs(example_inputs)
         with torch.no_grad():
