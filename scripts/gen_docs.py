@@ -89,6 +89,18 @@ def recipe_table(records: dict) -> str:
     return "\n".join(lines)
 
 
+def latency_table(records: dict) -> str:
+    """Every latency metric of a recipe's records, one row per record (a README opts in with a `latency` block)."""
+    names = sorted({k for r in records.values() for k in r.get("metrics", {}) if "latency" in k})
+    lines = ["| graph | device | " + " | ".join(names) + " |", "|---|---|" + "---:|" * len(names)]
+    for key in sorted(records):
+        r = records[key]
+        cells = [fmt(r.get("metrics", {}).get(n)) if n in r.get("metrics", {}) else "-" for n in names]
+        device = r.get("device_label", r.get("device"))
+        lines.append(f"| {r.get('graph', key)} | {device} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def headline_metrics(record: dict) -> list[tuple[str, object]]:
     """The metrics the top table shows: those the verify script declared in `headline`, in that order;
     records written before `headline` existed show their first three metrics."""
@@ -277,6 +289,8 @@ def targets() -> dict[Path, str]:
         for readme in (recipe_dir / "README.md", recipe_dir / "converted" / "README.md"):
             if readme.exists():
                 update(readme, "results", "results.json", recipe_table(records), "## Results")
+                if "<!-- BEGIN GENERATED latency:" in out.get(readme, ""):
+                    update(readme, "latency", "results.json", latency_table(records), "")
     if recipes:
         update(ROOT / "README.md", "results", "models/*/*/converted/results.json", top_table(recipes), "## Recipes")
     update(TOOLKIT_REFERENCE, "symptoms", "symptoms.py", symptom_table(), "## Symptom table")
