@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Re-run recipes end to end (export -> dump -> verify on every device their README tables show), so that every
 # record in their results.json comes from the code as it is now, with the graph's provenance.
-#   ./scripts/rerun_recipes.sh                    every recipe (slow: about two hours on 2 cores, HiFi-GAN most)
+#   ./scripts/rerun_recipes.sh                    every recipe (slow: about 65 min on 2 shared cores, SmolLM2 most)
 #   ./scripts/rerun_recipes.sh mobilenet_v2 mtcnn some of them (names: the folders under models/<family>/)
 # Then `python scripts/gen_docs.py` refreshes the READMEs' tables. Each step stops the script on failure
 # (a verify that exits 1 has still recorded its run: its failing gates are the result).
@@ -10,7 +10,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${LITERT_VENV:-$ROOT/.venv}/bin/python"
 DEVICES=(cpu host-gpu host-gpu-fp32)
 
-step() { echo "[rerun] $(basename "$PWD"): $*"; "$PY" "$@"; }
+step() { echo "[rerun] $(basename "$(dirname "$PWD")"): $*"; "$PY" "$@"; }
 verify() { step "$@" || [ $? = 1 ]; }   # exit 1 = gates failed, recorded: a result, not a broken run
 
 mobilenet_v2() {
