@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .process_group import kill_group
+
 # accelerator sets accepted by `compile_and_run`
 ACCELERATORS = ("cpu", "gpu", "gpu+cpu")
 
@@ -279,23 +281,16 @@ def _run_worker(work: Path, stderr_path: Path, env: dict[str, str], timeout: flo
         try:
             return proc.wait(timeout=timeout), False
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            kill_group(proc.pid)
             return proc.wait(), True
         except BaseException:  # KeyboardInterrupt, SystemExit: the worker must not outlive the call
-            _kill_group(proc)
+            kill_group(proc.pid)
             proc.wait()
             raise
     finally:
         for fd in (watch_r, watch_w):
             if fd >= 0:
                 os.close(fd)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def probe_gpu(timeout: float = 120.0, env: dict[str, str] | None = None) -> RunResult:
