@@ -46,11 +46,18 @@ def _versions() -> dict:
     return out
 
 
-def _flag(value):
+def _flag(value, base: Path):
+    """A flag's value as JSON; a path inside the recipe folder `base` relative to it, so a record committed from
+    one machine names no folder of that machine."""
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     if isinstance(value, (list, tuple)):
-        return [_flag(v) for v in value]
+        return [_flag(v, base) for v in value]
+    if isinstance(value, Path) and value.is_absolute():
+        try:
+            return value.resolve().relative_to(base).as_posix()
+        except ValueError:
+            return str(value)
     return str(value)
 
 
@@ -66,7 +73,7 @@ def write_provenance(model_path: str | os.PathLike, args=None, *, graph: str | N
         "bytes": model_path.stat().st_size,
         "ops": read_model_info(model_path).num_ops,
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
-        "flags": {k: _flag(v) for k, v in sorted(vars(args).items())} if args is not None else {},
+        "flags": {k: _flag(v, script_dir) for k, v in sorted(vars(args).items())} if args is not None else {},
         "git_commit": git_commit(script_dir),
         "git_dirty": git_dirty(script_dir),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
