@@ -19,16 +19,18 @@ import datetime
 import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "utilities"))
 
+from litert_gpu_toolkit.atomic_file import write_text_atomic
 from litert_gpu_toolkit.checker import check_gpu_compatibility
 from litert_gpu_toolkit.inputs import make_inputs
 from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.recipe.results import git_commit
+from litert_gpu_toolkit.residency import gpu_label
 from litert_gpu_toolkit.runtime import compile_and_run
 
 
@@ -89,14 +91,11 @@ def main() -> int:
 
 def record(path: Path, report, bare: list[float], full: list[float], rounds: int) -> None:
     env = report.environment
-    adapter = str(env.get("gpu_adapter") or "unknown GPU").split(" (")[0]
-    kind = "software Vulkan" if env.get("software_gpu") else str(env.get("gpu_backend") or "GPU")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                            timeout=10).stdout.strip() or None
     data = {
-        "device": f"{adapter} ({kind}), ai-edge-litert {env.get('ai_edge_litert')}",
+        "device": gpu_label(env.get("gpu_adapter"), env.get("software_gpu"), env.get("gpu_backend"),
+                            version=env.get("ai_edge_litert")),
         "command": f"python scripts/checker_overhead.py --rounds {rounds} --record",
-        "date": datetime.date.today().isoformat(), "git_commit": commit,
+        "date": datetime.date.today().isoformat(), "git_commit": git_commit(ROOT),
         "cpu_cores": os.cpu_count(), "load_average_1min": round(os.getloadavg()[0], 2),
         "model": "BERT-style encoder, hidden 256 x 4 layers, seq 128, random weights",
         "model_mb": round(path.stat().st_size / 1e6, 1), "verdict": report.verdict, "summary": report.summary,
@@ -105,9 +104,7 @@ def record(path: Path, report, bare: list[float], full: list[float], rounds: int
     }
     out = ROOT / "docs" / "data" / "checker_cost.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    os.replace(tmp, out)
+    write_text_atomic(out, json.dumps(data, indent=1) + "\n")
     print(f"recorded in {out.relative_to(ROOT)}; now run python scripts/gen_docs.py")
 
 

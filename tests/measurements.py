@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,28 +27,20 @@ class Recorder:
 
     def write(self, argv: list[str], path: Path = DATA) -> Path:
         """Merge the recorded blocks into `path` (atomic): a block measured now replaces its old entry whole."""
-        from litert_gpu_toolkit.residency import runtime_version
+        from litert_gpu_toolkit.atomic_file import write_text_atomic
+        from litert_gpu_toolkit.recipe.results import git_commit
+        from litert_gpu_toolkit.residency import gpu_label
         from litert_gpu_toolkit.testing import cached_probe
 
         gpu = cached_probe().gpu
-        adapter = (gpu.adapter or "unknown GPU").split(" (")[0]
-        device = f"{adapter} ({'software Vulkan' if gpu.is_software else 'Vulkan'}), ai-edge-litert {runtime_version()}"
-        try:
-            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                    text=True, timeout=10).stdout.strip() or None
-        except (OSError, subprocess.SubprocessError):
-            commit = None
+        device, commit = gpu_label(gpu.adapter, gpu.is_software, gpu.backend), git_commit(ROOT)
         data = json.loads(path.read_text()) if path.exists() else {}
         command = "python -m pytest " + " ".join(a for a in argv if not a.startswith("--rootdir"))
         for block, rows in self.blocks.items():
             data[block] = {"device": device, "command": command, "date": datetime.date.today().isoformat(),
                            "git_commit": commit, "rows": rows}
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".measured.", suffix=".json")
-        with os.fdopen(fd, "w") as f:
-            json.dump(dict(sorted(data.items())), f, indent=1)
-            f.write("\n")
-        os.replace(tmp, path)
+        write_text_atomic(path, json.dumps(dict(sorted(data.items())), indent=1) + "\n")
         return path
 
 

@@ -58,3 +58,11 @@ def runtime_version() -> str:
         return version("ai-edge-litert")
     except Exception:  # noqa: BLE001 - reported, not raised
         return "unknown"
+
+
+def gpu_label(adapter: str | None, is_software: bool | None, backend: str | None = None,
+              precision: str | None = None, version: str | None = None) -> str:
+    """Where a GPU number came from, e.g. 'llvmpipe (software Vulkan, fp16), ai-edge-litert 2.3.0'."""
+    kind = "software Vulkan" if is_software else (backend or "GPU")
+    detail = f"{kind}, {precision}" if precision else kind
+    return f"{(adapter or 'unknown GPU').split(' (')[0]} ({detail}), ai-edge-litert {version or runtime_version()}"

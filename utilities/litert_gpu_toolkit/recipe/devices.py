@@ -8,7 +8,7 @@ from typing import Iterable
 
 from ..errors import (EXIT_FAILED, EXIT_NO_GPU, EXIT_PASSED, EXIT_USAGE, ArtifactError, DeviceError,  # noqa: F401
                      NoGpuError, RecipeError, ResultsFileError)
-from ..residency import Residency, residency, residency_line, runtime_version  # noqa: F401  (recipes import them here)
+from ..residency import Residency, gpu_label, residency, residency_line, runtime_version  # noqa: F401  (recipes import them here)
 from ..runtime import STATUS_NO_GPU, RunResult, compile_and_run
 
 
@@ -142,10 +142,8 @@ def device_label(device: str, run: RunResult) -> str:
         return f"CPU ({platform.machine()}, XNNPACK), ai-edge-litert {version}"
     if is_phone(device):
         return f"{run.gpu.adapter} (phone, via adb), LiteRT runner"
-    adapter = run.gpu.adapter or "unknown GPU"
-    kind = "software Vulkan" if run.gpu.is_software else (run.gpu.backend or "GPU")
-    precision = "fp32" if run.enforce_f32 else "fp16"
-    return f"{adapter.split(' (')[0]} ({kind}, {precision}), ai-edge-litert {version}"
+    return gpu_label(run.gpu.adapter, run.gpu.is_software, run.gpu.backend, "fp32" if run.enforce_f32 else "fp16",
+                     version)
 
 
 def strict_gates(device: str, *residencies: Residency) -> dict[str, bool]:

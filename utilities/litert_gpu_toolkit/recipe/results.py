@@ -9,9 +9,9 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
+from ..atomic_file import write_text_atomic
 from ..errors import (EXIT_FAILED, EXIT_NO_GPU, EXIT_PASSED, EXIT_USAGE, ArtifactError, DeviceError,  # noqa: F401
                      NoGpuError, RecipeError, ResultsFileError)
 from ..residency import Residency, residency, residency_line, runtime_version  # noqa: F401  (recipes import them here)
@@ -137,26 +137,12 @@ def _locked(path: Path):
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    """Write `text` to a temporary file next to `path`, fsync it, rename it over `path`. On any failure the
-    old file is untouched, the temporary file removed, and a ResultsFileError names the cause."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """`write_text_atomic`, with its failure worded: the old file is untouched and a ResultsFileError names why."""
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_text_atomic(path, text)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         why = "the disk is full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
         raise ResultsFileError(f"could not write {path} ({why}); the previous file is unchanged") from None
-    with contextlib.suppress(OSError):   # make the rename itself durable
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
 
 
 def env_flag(name: str) -> bool:

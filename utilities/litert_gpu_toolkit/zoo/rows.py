@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+
+from ..atomic_file import write_text_atomic
 
 
 @dataclass
@@ -62,8 +62,4 @@ def save_results(path: Path, rows: dict[str, ZooRow], environment: dict, order: 
     path.parent.mkdir(parents=True, exist_ok=True)
     order = [n for n in order if n in rows] + [n for n in rows if n not in order]
     data = {"environment": environment, "rows": [asdict(rows[n]) for n in order]}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".results.", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=1) + "\n")
