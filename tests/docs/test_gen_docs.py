@@ -70,3 +70,23 @@ def test_top_table_shows_the_declared_headline_metrics():
     assert gen.headline_metrics(base) == [("a", 1.5), ("b", 2.5), ("c", 3.5)]  # records from before `headline`
     row = gen.top_table([(gen.ROOT / "models" / "x" / "y", {"enc@cpu": {**base, "headline": ["c"]}})])
     assert "| c 3.5 |" in row and "a 1.5" not in row
+
+
+def test_committed_data_names_no_absolute_path():
+    """Records are committed from one machine and read on others: no value may name a folder of that machine."""
+    def strings(o):
+        if isinstance(o, dict):
+            for v in o.values():
+                yield from strings(v)
+        elif isinstance(o, list):
+            for v in o:
+                yield from strings(v)
+        elif isinstance(o, str):
+            yield o
+
+    files = (list(ROOT.glob("models/*/*/converted/results.json")) + list(ROOT.glob("docs/data/*.json"))
+             + list(ROOT.glob("zoo/results.json")))
+    assert files
+    for path in files:
+        bad = [s for s in strings(json.loads(path.read_text())) if s.startswith("/") or str(ROOT) in s]
+        assert not bad, f"{path.relative_to(ROOT)} names absolute paths: {bad[:3]}"
