@@ -16,7 +16,7 @@ Blocks (name: source -> where):
   fp16_norms, spectral, masked_attention, constant_blowup
             docs/data/measured.json (python -m pytest ... --record-measurements: the tests that assert the
             figures record them; tests/measurements.py) -> REFERENCE.md
-  zoo       zoo/results.json (python -m litert_gpu_toolkit zoo) -> zoo/README.md
+  zoo       zoo/results.json (python zoo/run.py) -> zoo/README.md
 
   python scripts/gen_docs.py          # rewrite every stale block
   python scripts/gen_docs.py --check  # write nothing; exit 1 naming the stale files (the test suite runs this)
@@ -266,8 +266,9 @@ def zoo_page() -> str | None:
     results = ZOO / "results.json"
     if not results.exists():
         return None
-    from litert_gpu_toolkit.zoo.rows import row_from_dict
-    from litert_gpu_toolkit.zoo.table import render_table
+    sys.path.insert(0, str(ZOO))                  # the zoo is not part of the toolkit: zoo/litert_zoo
+    from litert_zoo.rows import row_from_dict
+    from litert_zoo.table import render_table
 
     data = json.loads(results.read_text())
     rows = {d["name"]: row_from_dict(d) for d in data["rows"]}

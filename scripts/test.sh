@@ -10,6 +10,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/scripts/setup.sh"
+"$ROOT/zoo/setup.sh"          # .venv-zoo: the zoo's libraries (tests/zoo runs its CI subset there)
 cd "$ROOT"
 PY="${LITERT_VENV:-$ROOT/.venv}/bin/python"
 WORKERS="${LITERT_TEST_WORKERS:-2}"

@@ -38,7 +38,7 @@ def test_cli_help_lists_commands(tmp_path):
 
 
 def test_the_wheel_carries_every_file_the_package_reads(tmp_path):
-    """A `pip install` (not -e) must get the phone registry, the runner's source and the zoo, not only .py files."""
+    """A `pip install` (not -e) must get the phone registry, the runner's source, not only .py files."""
     import shutil
     import zipfile
 

@@ -83,7 +83,7 @@ def test_the_import_graph_has_no_cycle():
 
 
 def test_no_cycle_between_sub_packages():
-    """Also at the level a reader sees first: `phone/`, `recipe/`, `rewrites/`, `zoo/` and the top-level modules
+    """Also at the level a reader sees first: `phone/`, `recipe/`, `rewrites/` and the top-level modules
     (a module importing a name that a sibling package re-exports still ties the two packages together)."""
     top = "litert_gpu_toolkit"
 
@@ -113,7 +113,7 @@ def _python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           cwd=ROOT)
 
 
-COMMANDS = ("check", "gpu-info", "bisect", "lint", "phone", "zoo")
+COMMANDS = ("check", "gpu-info", "bisect", "lint", "phone")
 
 
 @pytest.mark.parametrize("argv", [["--help"]] + [[c, "--help"] for c in COMMANDS])

@@ -20,8 +20,7 @@ Exit status (every command):
   lint:      0 no phone-only risks found; 1 findings
   bisect:    0 every boundary clean; 1 a boundary diverges (or does not run GPU-only)
   gpu-info:  0 a usable GPU; 1 the probe failed; 2 no GPU adapter
-  phone:     0 done (run: the phone ran the model); 1 the phone's compile or run failed
-  zoo:       0 every selected model PASSes through convert_for_gpu; 1 one does not"""
+  phone:     0 done (run: the phone ran the model); 1 the phone's compile or run failed"""
 
 # command -> (module that defines `add_arguments(parser)` and `run(args) -> int`, one-line help).
 # The module's docstring is the command's description.
@@ -31,7 +30,6 @@ COMMANDS = {
     "bisect": ("litert_gpu_toolkit.bisect", "find the first block whose GPU output diverges from torch"),
     "lint": ("litert_gpu_toolkit.lint", "static lint for phone-only GPU walls (exit 0 = no findings)"),
     "phone": ("litert_gpu_toolkit.phone.cli", "list phones, push the on-device runner, run a model on a phone's GPU"),
-    "zoo": ("litert_gpu_toolkit.zoo.cli", "convert tiny architectures plain and with convert_for_gpu"),
 }
 EXIT_INTERRUPTED = 130
 

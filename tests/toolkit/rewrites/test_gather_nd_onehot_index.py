@@ -86,15 +86,15 @@ OPT_IN = ["patch_index_onehot", "patch_mask_fill_fp16"]
 
 def _tiny_bert():
     transformers = pytest.importorskip("transformers")
-    from litert_gpu_toolkit.zoo import redraw_weights
-    from litert_gpu_toolkit.zoo.builders import _wrap
+    from litert_zoo.weights import redraw_weights
+    from litert_zoo.build import wrap as _wrap
 
     cfg = transformers.BertConfig(vocab_size=100, hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
                                   intermediate_size=128, max_position_embeddings=64)
     cfg._attn_implementation = "eager"
     model = transformers.BertModel(cfg).eval()
     redraw_weights(model)
-    return _wrap(model)
+    return _wrap(model, call=lambda m, *xs: m(*xs).last_hidden_state)   # the first output only
 
 
 def test_mask_fill_is_approximate_within_its_bound():

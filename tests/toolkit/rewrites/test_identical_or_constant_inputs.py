@@ -11,7 +11,7 @@ import torch
 from litert_gpu_toolkit.convert import convert_for_gpu
 from litert_gpu_toolkit.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.identical_or_constant_inputs import patch_relative_position_bias
-from litert_gpu_toolkit.zoo import redraw_weights  # the zoo's weight rule: O(1) activations
+from litert_zoo.weights import redraw_weights  # the zoo's weight rule: O(1) activations
 
 transformers = pytest.importorskip("transformers")
 

@@ -24,11 +24,12 @@ from typing import Callable
 
 @dataclass(frozen=True)
 class ZooModel:
-    """One architecture: `build()` -> (module returning one tensor, example inputs tuple)."""
+    """One architecture: `build()` -> (module returning what users read, example inputs tuple)."""
     name: str
-    domain: str          # vision / audio / text / llm / multimodal
+    domain: str          # vision / audio / text / llm / multimodal / detection / generative
     build: Callable
-    fast: bool = False   # in the CI subset
+    fast: bool = False   # in the CI subset (`--fast`), which touches every library
+    library: str = "transformers"
 
 
 def redraw_weights(model, seed: int = 0) -> None:

@@ -1,6 +1,7 @@
 """One zoo model, built, converted plain and through `convert_for_gpu`, and checked -- in a child process.
 
-    python -m litert_gpu_toolkit.zoo.runner NAME WORKDIR     (what `run_isolated` starts; writes WORKDIR/NAME.row.json)
+    python -m litert_zoo.runner NAME WORKDIR     (what `run_isolated` starts, with zoo/ on PYTHONPATH;
+                                                  writes WORKDIR/NAME.row.json)
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from .architectures import ZOO
+from .models import ZOO
 from .rows import RunSummary, ZooRow, row_from_dict
 
 TIMEOUT_S = 1500.0
@@ -54,7 +55,7 @@ def run_one(name: str, workdir: Path) -> ZooRow:
     from litert_gpu_toolkit import convert_for_gpu
 
     entry = ZOO[name]
-    row = ZooRow(name, entry.domain)
+    row = ZooRow(name, entry.domain, library=entry.library)
     t0 = time.perf_counter()
     try:
         model, inputs = entry.build()
@@ -78,17 +79,23 @@ def run_one(name: str, workdir: Path) -> ZooRow:
 def run_isolated(name: str, workdir: Path, timeout: float = TIMEOUT_S) -> ZooRow:
     """`run_one` in a child process: a crash or hang becomes this model's row."""
     out = workdir / f"{name}.row.json"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", __name__, name, str(workdir)]
+    zoo_root = str(Path(__file__).resolve().parents[1])
+    path = os.pathsep.join([zoo_root, *filter(None, [os.environ.get("PYTHONPATH")])])
+    # offline and writing only into the work folder (ultralytics would write its settings under ~/.config)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "YOLO_OFFLINE": "1",
+           "YOLO_CONFIG_DIR": str(workdir / "ultralytics"), "PYTHONPATH": path}
+    cmd = [sys.executable, "-m", "litert_zoo.runner", name, str(workdir)]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return ZooRow(name, ZOO[name].domain, error=f"timed out after {timeout:.0f} s",
+        return ZooRow(name, ZOO[name].domain, error=f"timed out after {timeout:.0f} s", library=ZOO[name].library,
                       seconds=round(time.perf_counter() - t0, 1))
     if proc.returncode != 0 or not out.exists():
-        tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-1:] or ["no output"]
+        lines = [ln for ln in (proc.stderr or proc.stdout or "").strip().splitlines() if ln.strip()]
+        tail = lines[-1:] or ["no output"]
         return ZooRow(name, ZOO[name].domain, error=f"worker exited {proc.returncode}: {tail[0][:300]}",
+                      library=ZOO[name].library,
                       seconds=round(time.perf_counter() - t0, 1))
     return row_from_dict(json.loads(out.read_text()))
 
@@ -97,11 +104,21 @@ def environment() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
     env = {}
-    for pkg in ("ai-edge-litert", "litert-torch", "torch", "transformers"):
+    for pkg in ("ai-edge-litert", "litert-torch", "torch", "transformers", "timm", "torchvision", "diffusers",
+                "ultralytics"):
         try:
             env[pkg] = version(pkg)
         except PackageNotFoundError:
             env[pkg] = None
+    try:
+        import litert_gpu_toolkit
+        from litert_gpu_toolkit.recipe.results import git_commit, git_dirty
+
+        where = Path(litert_gpu_toolkit.__file__).parent
+        env["toolkit_commit"] = git_commit(where)
+        env["toolkit_dirty"] = git_dirty(where)
+    except Exception as e:                                    # noqa: BLE001 - an environment note only
+        env["toolkit_commit"] = f"unknown ({type(e).__name__})"
     try:
         from litert_gpu_toolkit import probe_gpu
 

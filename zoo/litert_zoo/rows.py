@@ -5,7 +5,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from ..atomic_file import write_text_atomic
+from litert_gpu_toolkit.atomic_file import write_text_atomic
 
 
 @dataclass
@@ -31,6 +31,7 @@ class ZooRow:
     gpu: RunSummary | None = None         # convert_for_gpu with defaults
     error: str = ""                       # the row could not be produced (build failure, crash, timeout)
     seconds: float = 0.0
+    library: str = ""                     # transformers / timm / torchvision / diffusers / ultralytics
 
     @property
     def passed(self) -> bool:

@@ -1,16 +1,24 @@
-"""The zoo: tiny seeded configs of `transformers` architectures across vision, audio, text, LLM and multimodal.
+"""`transformers` architectures at tiny seeded configs, called the way users call them.
 
-`ZOO` maps a name to its `ZooModel`; `fast=True` marks the CI subset. Importing this module imports neither
-torch nor transformers (each builder does, when called).
+Text encoders take two sequences, one padded (attention_mask), and token type ids; every output a user reads
+is returned (last_hidden_state and pooler_output, projected embeddings, logits). Causal LMs run at several head /
+GQA / head_dim configs, as a prompt forward without a cache and as one decode step with a KV cache. Importing
+this module imports neither torch nor transformers (each builder does, when called).
 """
 from __future__ import annotations
 
-from .builders import (_LLM, _TEXT, _VIT, _audio, _codes, _hf, _ids, _image, _mel, _spectrogram)
-from .weights import ZooModel
+from ..build import audio as _audio
+from ..build import codes as _codes
+from ..build import ids as _ids
+from ..build import image as _image
+from ..build import mel as _mel
+from ..build import spectrogram as _spectrogram
+from ._hf import _LLM, _TEXT, _VIT, _hf, _masked
+from ..weights import ZooModel
 
-_ZOO: tuple[ZooModel, ...] = (
+ROWS: tuple[ZooModel, ...] = (
     # vision
-    ZooModel("vit", "vision", _hf("ViTModel", "ViTConfig", _image, **_VIT), fast=True),
+    ZooModel("vit", "vision", _hf("ViTModel", "ViTConfig", _image, **_VIT)),
     ZooModel("deit", "vision", _hf("DeiTModel", "DeiTConfig", _image, **_VIT)),
     ZooModel("beit", "vision", _hf("BeitModel", "BeitConfig", _image, use_mask_token=False, **_VIT)),
     ZooModel(
@@ -53,7 +61,6 @@ _ZOO: tuple[ZooModel, ...] = (
         "convnextv2",
         "vision",
         _hf("ConvNextV2Model", "ConvNextV2Config", _image, hidden_sizes=[16, 32], depths=[1, 1], num_stages=2),
-        fast=True,
     ),
     ZooModel(
         "resnet",
@@ -276,16 +283,16 @@ _ZOO: tuple[ZooModel, ...] = (
         ),
     ),
     # text encoders
-    ZooModel("bert", "text", _hf("BertModel", "BertConfig", _ids, **_TEXT), fast=True),
-    ZooModel("roberta", "text", _hf("RobertaModel", "RobertaConfig", _ids, pad_token_id=1, **_TEXT)),
-    ZooModel("albert", "text", _hf("AlbertModel", "AlbertConfig", _ids, embedding_size=32, **_TEXT)),
+    ZooModel("bert", "text", _hf("BertModel", "BertConfig", _masked(), **_TEXT), fast=True),
+    ZooModel("roberta", "text", _hf("RobertaModel", "RobertaConfig", _masked(False), pad_token_id=1, **_TEXT)),
+    ZooModel("albert", "text", _hf("AlbertModel", "AlbertConfig", _masked(), embedding_size=32, **_TEXT)),
     ZooModel(
         "distilbert",
         "text",
         _hf(
             "DistilBertModel",
             "DistilBertConfig",
-            _ids,
+            _masked(False),
             vocab_size=100,
             dim=64,
             n_layers=2,
@@ -294,12 +301,13 @@ _ZOO: tuple[ZooModel, ...] = (
             max_position_embeddings=64,
         ),
     ),
-    ZooModel("electra", "text", _hf("ElectraModel", "ElectraConfig", _ids, embedding_size=32, **_TEXT)),
+    ZooModel("electra", "text", _hf("ElectraModel", "ElectraConfig", _masked(), embedding_size=32, **_TEXT)),
     ZooModel(
         "t5_encoder",
         "text",
         _hf(
-            "T5EncoderModel", "T5Config", _ids, vocab_size=100, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4
+            "T5EncoderModel", "T5Config", _masked(False), vocab_size=100, d_model=64, d_kv=16, d_ff=128, num_layers=2,
+            num_heads=4,
         ),
     ),
     # LLM decoders (one forward over a 16-token prompt, no cache)
@@ -326,17 +334,18 @@ _ZOO: tuple[ZooModel, ...] = (
         _hf(
             "CLIPTextModel",
             "CLIPTextConfig",
-            _ids,
+            _masked(False),
             vocab_size=100,
             hidden_size=64,
             num_hidden_layers=2,
             num_attention_heads=4,
             intermediate_size=128,
             max_position_embeddings=64,
+            eos_token_id=2,
         ),
     ),
     ZooModel("clip_vision", "multimodal", _hf("CLIPVisionModel", "CLIPVisionConfig", _image, **_VIT)),
     ZooModel("siglip_vision", "multimodal", _hf("SiglipVisionModel", "SiglipVisionConfig", _image, **_VIT)),
 )
 
-ZOO = {m.name: m for m in _ZOO}
+

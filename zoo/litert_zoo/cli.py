@@ -1,0 +1,163 @@
+"""Run the zoo: small architectures from five libraries, each converted plain and through `convert_for_gpu`.
+
+    ./zoo/setup.sh                                     # once: .venv-zoo with the zoo's libraries
+    .venv-zoo/bin/python zoo/run.py                    # every row (resumes; about an hour on 2 cores)
+    .venv-zoo/bin/python zoo/run.py --fast             # the CI subset: at least one row of every library
+    .venv-zoo/bin/python zoo/run.py --library timm     # one library
+    .venv-zoo/bin/python zoo/run.py --only vit,bert --rerun
+    .venv-zoo/bin/python zoo/run.py --list             # the rows, no conversion
+    .venv-zoo/bin/python zoo/run.py --table-only       # regenerate README.md from results.json
+
+Every model is built from a config with random weights redrawn by the rule in `litert_zoo/weights.py`; nothing
+is downloaded (HF_HUB_OFFLINE=1). Each row runs in its own child process (a crash or a hang is that row's result,
+not the run's) and is converted twice: plain (`convert_for_gpu(..., patches=False)`) and with the defaults. A
+row PASSes when the defaults give a file that runs strict GPU-only with every output's fp16 and fp32 GPU corr
+>= 0.999 vs torch. Results are written to results.json after every row (atomic write), so an interrupted run
+resumes where it stopped; README.md is generated from that file. GPU numbers come from this machine's
+accelerator: on the project's CI that is llvmpipe (software Vulkan), ai-edge-litert 2.3.0 -- a proxy, never a
+phone.
+
+The guard: a selected row that PASSed in the baseline (default: results.json as it was before this run) and does
+not PASS now is a regression, named on stderr.
+
+Exit status: 0 every selected row PASSes; 1 a row does not PASS (none regressed); 3 a row that PASSed in the
+baseline no longer does; 2 bad arguments or no results to work from.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from .guard import describe, regressions
+from .models import LIBRARIES, ROWS, ZOO
+from .rows import load_results, save_results
+from .runner import TIMEOUT_S, environment, run_isolated
+from .table import _fmt_corr, _why, write_readme
+
+DEFAULT_OUT = Path(__file__).resolve().parents[1]          # zoo/: results.json and README.md live there
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                   help="folder for results.json and README.md (default: the zoo/ folder of this checkout)")
+    p.add_argument("--fast", action="store_true",
+                   help="only the CI subset: " + ", ".join(m.name for m in ROWS if m.fast))
+    p.add_argument("--library", default="", help=f"comma-separated libraries ({', '.join(LIBRARIES)})")
+    p.add_argument("--only", default="", help="comma-separated row names (see --list)")
+    p.add_argument("--rerun", action="store_true", help="redo rows already in results.json (default: resume)")
+    p.add_argument("--jobs", type=int, default=1, help="rows converted at once (default %(default)s)")
+    p.add_argument("--baseline", type=Path, help="results.json the guard compares with "
+                   "(default: --out's results.json before this run)")
+    p.add_argument("--list", action="store_true", help="list the rows and exit")
+    p.add_argument("--table-only", action="store_true", help="regenerate README.md from results.json and exit")
+    p.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per row (default %(default)s)")
+
+
+def _split(text: str) -> list[str]:
+    return [n.strip() for n in text.split(",") if n.strip()]
+
+
+def _select(args) -> list[str]:
+    names = [m.name for m in ROWS if m.fast or not args.fast]
+    if args.library:
+        libs = _split(args.library)
+        unknown = [x for x in libs if x not in LIBRARIES]
+        if unknown:
+            raise SystemExit(_usage(f"unknown library: {', '.join(unknown)}; known: {', '.join(LIBRARIES)}"))
+        names = [n for n in names if ZOO[n].library in libs]
+    if args.only:
+        only = _split(args.only)
+        unknown = [n for n in only if n not in ZOO]
+        if unknown:
+            raise SystemExit(_usage(f"unknown zoo row(s): {', '.join(unknown)} (see --list)"))
+        names = [n for n in only if n in names or not (args.fast or args.library)]
+    if args.jobs < 1:
+        raise SystemExit(_usage("--jobs must be at least 1"))
+    return names
+
+
+def _usage(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def _progress(total: int):
+    try:
+        from tqdm import tqdm
+
+        return tqdm(total=total, unit="row", file=sys.stderr, dynamic_ncols=True)
+    except ImportError:                                        # tqdm is in requirements.txt; degrade anyway
+        return None
+
+
+def _report(bar, text: str) -> None:
+    if bar is not None:
+        bar.write(text)
+    else:
+        print(text, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list:
+        for m in ROWS:
+            print(f"{m.name:32s} {m.library:12s} {m.domain:12s}{' (fast)' if m.fast else ''}")
+        return 0
+    results = args.out / "results.json"
+    rows = load_results(results)
+    baseline = load_results(args.baseline) if args.baseline else dict(rows)
+    if args.baseline and not baseline:
+        return _usage(f"no results in {args.baseline}")
+    env = json.loads(results.read_text()).get("environment", {}) if results.exists() else {}
+    if args.table_only:
+        if not rows:
+            return _usage(f"no results in {results}; run the zoo first")
+        write_readme(args.out, rows, env)
+        print(f"wrote {args.out / 'README.md'}")
+        return 0
+    names = _select(args)
+    todo = [n for n in names if args.rerun or n not in rows or rows[n].error]
+    env = environment()
+    lock = threading.Lock()
+    bar = _progress(len(todo))
+    if len(todo) < len(names):
+        _report(bar, f"{len(names) - len(todo)} of {len(names)} rows done before (--rerun redoes them)")
+    with tempfile.TemporaryDirectory(prefix="zoo_") as tmp, ThreadPoolExecutor(args.jobs) as pool:
+        futures = {}
+        for name in todo:
+            (Path(tmp) / name).mkdir()
+            futures[pool.submit(run_isolated, name, Path(tmp) / name, args.timeout)] = name
+        for fut in as_completed(futures):
+            row = fut.result()
+            with lock:
+                rows[row.name] = row
+                save_results(results, rows, env, list(ZOO))
+                write_readme(args.out, rows, env)
+            g = row.gpu
+            _report(bar, f"{row.name}: plain {row.plain.verdict if row.plain else '-'}, convert_for_gpu "
+                    f"{g.verdict if g else '-'} corr {_fmt_corr(g.corr_fp16 if g else None)} {row.seconds:.0f}s "
+                    f"{_why(row)[:160]}")
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+    selected = [rows[n] for n in names if n in rows]
+    passed = sum(r.passed for r in selected)
+    print(f"zoo: {passed}/{len(selected)} PASS through convert_for_gpu -> {results}")
+    regressed = regressions(baseline, rows, todo)
+    for name in regressed:
+        print(f"REGRESSION {describe(baseline, rows, name)}", file=sys.stderr)
+    if regressed:
+        return 3
+    return 0 if passed == len(selected) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="zoo/run.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
