@@ -262,8 +262,8 @@ MEASURED_RENDERERS = {"fp16_norms": render_fp16_norms, "spectral": render_spectr
 
 # ---------------------------------------------------------------------------------------------- zoo
 
-def zoo_page() -> str | None:
-    results = ZOO / "results.json"
+def zoo_page(held_out: bool = False) -> str | None:
+    results = ZOO / ("held_out/results.json" if held_out else "results.json")
     if not results.exists():
         return None
     sys.path.insert(0, str(ZOO))                  # the zoo is not part of the toolkit: zoo/litert_zoo
@@ -272,7 +272,7 @@ def zoo_page() -> str | None:
 
     data = json.loads(results.read_text())
     rows = {d["name"]: row_from_dict(d) for d in data["rows"]}
-    return render_table(rows, data["environment"])
+    return render_table(rows, data["environment"], held_out)
 
 
 # -------------------------------------------------------------------------------------------- main
@@ -311,6 +311,9 @@ def targets() -> dict[Path, str]:
     page = zoo_page()
     if page is not None:
         update(ZOO / "README.md", "zoo", "zoo/results.json", page, "")
+    page = zoo_page(held_out=True)
+    if page is not None:
+        update(ZOO / "held_out" / "README.md", "zoo", "zoo/held_out/results.json", page, "")
     return out
 
 

@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from .guard import describe, regressions
-from .models import LIBRARIES, ROWS, ZOO
+from .models import HELD_OUT, LIBRARIES, ROWS, ZOO
 from .rows import load_results, save_results
 from .runner import TIMEOUT_S, environment, run_isolated
 from .table import _fmt_corr, _why, write_readme
@@ -49,6 +49,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="only the CI subset: " + ", ".join(m.name for m in ROWS if m.fast))
     p.add_argument("--library", default="", help=f"comma-separated libraries ({', '.join(LIBRARIES)})")
     p.add_argument("--only", default="", help="comma-separated row names (see --list)")
+    p.add_argument("--held-out", action="store_true", help="run the held-out rows (litert_zoo/models/held_out.py: "
+                   "architectures the toolkit was not developed on) instead; --out defaults to zoo/held_out")
     p.add_argument("--rerun", action="store_true", help="redo rows already in results.json (default: resume)")
     p.add_argument("--jobs", type=int, default=1, help="rows converted at once (default %(default)s)")
     p.add_argument("--baseline", type=Path, help="results.json the guard compares with "
@@ -63,6 +65,8 @@ def _split(text: str) -> list[str]:
 
 
 def _select(args) -> list[str]:
+    if args.held_out:
+        return list(HELD_OUT)
     names = [m.name for m in ROWS if m.fast or not args.fast]
     if args.library:
         libs = _split(args.library)
@@ -103,8 +107,10 @@ def _report(bar, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.held_out and args.out == DEFAULT_OUT:
+        args.out = DEFAULT_OUT / "held_out"
     if args.list:
-        for m in ROWS:
+        for m in (HELD_OUT.values() if args.held_out else ROWS):
             print(f"{m.name:32s} {m.library:12s} {m.domain:12s}{' (fast)' if m.fast else ''}")
         return 0
     results = args.out / "results.json"
@@ -116,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     if args.table_only:
         if not rows:
             return _usage(f"no results in {results}; run the zoo first")
-        write_readme(args.out, rows, env)
+        write_readme(args.out, rows, env, args.held_out)
         print(f"wrote {args.out / 'README.md'}")
         return 0
     names = _select(args)
@@ -136,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
             with lock:
                 rows[row.name] = row
                 save_results(results, rows, env, list(ZOO))
-                write_readme(args.out, rows, env)
+                write_readme(args.out, rows, env, args.held_out)
             g = row.gpu
             _report(bar, f"{row.name}: plain {row.plain.verdict if row.plain else '-'}, convert_for_gpu "
                     f"{g.verdict if g else '-'} corr {_fmt_corr(g.corr_fp16 if g else None)} {row.seconds:.0f}s "

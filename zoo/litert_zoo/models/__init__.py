@@ -2,9 +2,11 @@
 Importing this package imports no model library (each builder does, when called)."""
 from __future__ import annotations
 
-from . import diffusers_models, hf, hf_calls, timm_models, torchvision_models, yolo
+from . import diffusers_models, held_out, hf, hf_calls, timm_models, torchvision_models, yolo
 
 ROWS = (*hf.ROWS, *hf_calls.ROWS, *timm_models.ROWS, *torchvision_models.ROWS, *diffusers_models.ROWS, *yolo.ROWS)
 ZOO = {m.name: m for m in ROWS}
 LIBRARIES = tuple(dict.fromkeys(m.library for m in ROWS))
-assert len(ZOO) == len(ROWS), "zoo row names must be unique"
+HELD_OUT = held_out.HELD_OUT                     # not in ZOO, not in its score (see held_out.py)
+EVERY = {**ZOO, **HELD_OUT}                      # what the runner can build, by name
+assert len(ZOO) == len(ROWS) and not set(ZOO) & set(HELD_OUT), "zoo row names must be unique"
