@@ -251,6 +251,19 @@ SYMPTOMS: tuple[Symptom, ...] = (
                "On llvmpipe the folded [1, S, D] constant ADDed onto a rank-2 FULLY_CONNECTED result was also "
                "miscomputed (corr ~0.8); feeding the factor as an input fixed both.",),
     ),
+    Symptom(
+        id="recurrent",
+        seen="nn.GRU without an initial state (batch > 1) compiles GPU-only and returns wrong numbers (fp16 and fp32)",
+        cause="The converter's lowering of a recurrent layer materialises a missing initial state as zeros and folds "
+              "them into constants that carry the batch axis ([1, B, H]); the desktop GPU miscomputes an ADD / MUL "
+              "of a runtime [B, F] tensor and a constant of the full [B, F] shape. Bidirectional layers also "
+              "reverse the sequence with REVERSE_V2.",
+        rewrites=("patch_recurrent",),
+        numeric="degraded",
+        notes=("Measured on llvmpipe, ai-edge-litert 2.3.0: nn.GRU(8, 16) on [2, 5, 8], corr 0.994 (0.905 with "
+               "bias=False); the same layer with h0 given, or at batch 1, is right. LSTM / RNN and the cells "
+               "convert right; patch_recurrent unrolls all of them so no zero-state constant is emitted.",),
+    ),
 )
 
 BY_ID = {s.id: s for s in SYMPTOMS}

@@ -1,0 +1,237 @@
+"""Wall `recurrent`: nn.LSTM / nn.GRU / nn.RNN and their cells, spelt out as explicit unrolled steps.
+
+What the converter makes of them (litert-torch, ai-edge-litert 2.3.0, llvmpipe): every form converts
+and runs GPU-only (it unrolls the sequence itself; no SELECT, GATHER_ND, BROADCAST_TO or rank-5
+tensor), but
+  * nn.GRU called without an initial state at batch > 1 returns wrong numbers, in fp16 and fp32
+    (corr 0.99 .. 0.90 on a [2, 5, 8] input): the lowering materialises the zero state and folds it
+    into constants that carry the batch axis ([1, B, H]); the desktop GPU miscomputes an elementwise
+    ADD / MUL between a runtime [B, F] tensor and a constant of the full [B, F] shape (a [F] bias
+    constant is fine);
+  * bidirectional layers reverse the sequence with REVERSE_V2 (a miscomputed op in other shapes:
+    wall `reverse_v2`).
+`patch_recurrent` replaces each module with a form that has neither: the fixed number of steps T is
+read from the input at trace time, each step is a FULLY_CONNECTED per weight matrix plus the gate
+math on rank-2 [B, F] tensors, the gates are slices (never chunk -> SPLIT), a reverse direction walks
+the steps backwards (slices, no REVERSE_V2), the outputs are one concatenation, and a missing initial
+state is used as the exact zero it is (h W_hh^T + b_hh with h = 0 is b_hh; f * 0 + i * g is i * g)
+so no zero-state constant reaches the graph.
+
+Exactness: the same formulas in ATen's order (gates = hidden part + input part; GRU
+h' = (h - n) * z + n). Measured against torch in fp32: max |err| / max |ref| <= 1e-6; the bound
+promised (and tested) is 1e-5, because torch's CPU kernels (MKL / oneDNN) may block the matmuls
+differently. Covered: batch_first, bidirectional, any num_layers, bias=False, LSTM proj_size,
+RNN tanh / relu, unbatched inputs, h0 / (h0, c0) given or not, inter-layer dropout (a no-op in eval).
+Left to the original module (kept, sharing the same parameters): PackedSequence inputs, and
+training mode with dropout > 0. T must be static (a dynamic time axis cannot be unrolled).
+Note for phones: a GRU / RNN's last step is an ADD that is both returned (h_n) and consumed (the
+output sequence) -- the `output_aliasing` pattern; `patch_output_aliasing` guards the outputs.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import PackedSequence
+
+from . import Change, register
+from .scoping import _replace_modules
+
+RTOL = 1e-5      # the promised bound: max |unrolled - torch| / max |torch| in fp32
+
+
+def _gates(z: torch.Tensor, n: int) -> list[torch.Tensor]:
+    """z split into n equal parts along the last axis with slices (chunk lowers to SPLIT)."""
+    k = z.shape[-1] // n
+    return [z[..., i * k:(i + 1) * k] for i in range(n)]
+
+
+def _hidden(h, w_hh, b_hh):
+    """h W_hh^T + b_hh; for the zero state (h None) that is exactly b_hh (None when there is no bias)."""
+    return b_hh if h is None else F.linear(h, w_hh, b_hh)
+
+
+def _plus(a, b):
+    return b if a is None else a + b
+
+
+def lstm_step(gi, h, c, w_hh, b_hh, w_hr=None):
+    """One LSTM step. gi = x W_ih^T + b_ih; h, c = None means the zero state. Returns (h', c')."""
+    i, f, g, o = _gates(_plus(_hidden(h, w_hh, b_hh), gi), 4)
+    i, f, g, o = torch.sigmoid(i), torch.sigmoid(f), torch.tanh(g), torch.sigmoid(o)
+    c_new = i * g if c is None else f * c + i * g
+    h_new = o * torch.tanh(c_new)
+    return (h_new if w_hr is None else F.linear(h_new, w_hr)), c_new
+
+
+def gru_step(gi, h, w_hh, b_hh):
+    """One GRU step (ATen's order: h' = (h - n) * z + n). h = None means the zero state."""
+    ir, iz, in_ = _gates(gi, 3)
+    hg = _hidden(h, w_hh, b_hh)
+    hr, hz, hn = _gates(hg, 3) if hg is not None else (None, None, None)
+    r = torch.sigmoid(_plus(hr, ir))
+    z = torch.sigmoid(_plus(hz, iz))
+    n = torch.tanh(in_ if hn is None else in_ + hn * r)
+    return n - n * z if h is None else (h - n) * z + n       # (0 - n) * z + n == n - n * z exactly
+
+
+def rnn_step(gi, h, w_hh, b_hh, relu: bool = False):
+    """One Elman step: act(h W_hh^T + b_hh + gi). h = None means the zero state."""
+    z = _plus(_hidden(h, w_hh, b_hh), gi)
+    return torch.relu(z) if relu else torch.tanh(z)
+
+
+def _shared(new: nn.Module, old: nn.Module, names) -> None:
+    """Register old's parameters on new under the same names (same objects: same state_dict keys)."""
+    for name in names:
+        value = getattr(old, name)
+        if isinstance(value, nn.Parameter):
+            new.register_parameter(name, value)
+        else:
+            setattr(new, name, value)
+
+
+class UnrolledRNN(nn.Module):
+    """nn.LSTM / nn.GRU / nn.RNN unrolled over the input's fixed length; same call, outputs and state_dict.
+
+    forward(input, hx=None) -> (output, h_n) or, for LSTM, (output, (h_n, c_n)), exactly as the source
+    module (shapes, batch_first, direction order in h_n, unbatched inputs). See the module docstring
+    for the exactness bound (max rel err <= 1e-5 in fp32) and what is left to the original module.
+    """
+
+    def __init__(self, rnn: nn.RNNBase):
+        super().__init__()
+        self.mode = rnn.mode
+        for attr in ("input_size", "hidden_size", "num_layers", "bias", "batch_first", "dropout", "bidirectional"):
+            setattr(self, attr, getattr(rnn, attr))
+        self.proj_size = getattr(rnn, "proj_size", 0)
+        self._flat_weights_names = list(rnn._flat_weights_names)
+        _shared(self, rnn, self._flat_weights_names)
+        self.__dict__["_source"] = rnn          # not a submodule: PackedSequence / training-dropout calls
+
+    def flatten_parameters(self) -> None:      # models call it in forward; nothing to flatten here
+        return None
+
+    def extra_repr(self) -> str:
+        return (f"{self.mode}({self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
+                f"bidirectional={self.bidirectional}, batch_first={self.batch_first}"
+                + (f", proj_size={self.proj_size}" if self.proj_size else "") + ")")
+
+    def _weights(self, layer: int, reverse: bool):
+        sfx = f"_l{layer}" + ("_reverse" if reverse else "")
+        get = lambda n: getattr(self, n + sfx, None)      # noqa: E731
+        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh"), get("weight_hr")
+
+    def _run(self, steps, h, c, weights, reverse: bool):
+        w_ih, w_hh, b_ih, b_hh, w_hr = weights
+        ys = [None] * len(steps)
+        for t in (range(len(steps) - 1, -1, -1) if reverse else range(len(steps))):
+            gi = F.linear(steps[t], w_ih, b_ih)
+            if self.mode == "LSTM":
+                h, c = lstm_step(gi, h, c, w_hh, b_hh, w_hr)
+            elif self.mode == "GRU":
+                h = gru_step(gi, h, w_hh, b_hh)
+            else:
+                h = rnn_step(gi, h, w_hh, b_hh, relu=self.mode == "RNN_RELU")
+            ys[t] = h
+        return ys, h, c
+
+    def forward(self, input, hx=None):
+        if isinstance(input, PackedSequence) or (self.training and self.dropout > 0 and self.num_layers > 1):
+            self._source.train(self.training)
+            return self._source(input, hx)
+        lstm = self.mode == "LSTM"
+        batched = input.dim() == 3
+        h0, c0 = (hx if lstm else (hx, None)) if hx is not None else (None, None)
+        if not batched:
+            input = input.unsqueeze(0 if self.batch_first else 1)
+            h0 = None if h0 is None else h0.unsqueeze(1)
+            c0 = None if c0 is None else c0.unsqueeze(1)
+        tdim = 1 if self.batch_first else 0
+        steps = [input[:, t] if self.batch_first else input[t] for t in range(input.shape[tdim])]
+        dirs = 2 if self.bidirectional else 1
+        h_n, c_n = [], []
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(dirs):
+                k = layer * dirs + d
+                ys, h, c = self._run(steps, None if h0 is None else h0[k], None if c0 is None else c0[k],
+                                     self._weights(layer, d == 1), d == 1)
+                outs.append(ys)
+                h_n.append(h)
+                c_n.append(c)
+            steps = outs[0] if dirs == 1 else [torch.cat(pair, -1) for pair in zip(*outs)]
+        output = torch.cat([s.unsqueeze(tdim) for s in steps], tdim)
+        h_out = torch.cat([h.unsqueeze(0) for h in h_n], 0)
+        c_out = torch.cat([c.unsqueeze(0) for c in c_n], 0) if lstm else None
+        if not batched:
+            output = output.squeeze(1 - tdim)       # the batch axis
+            h_out = h_out.squeeze(1)
+            c_out = None if c_out is None else c_out.squeeze(1)
+        return (output, (h_out, c_out)) if lstm else (output, h_out)
+
+
+class ExplicitCell(nn.Module):
+    """nn.LSTMCell / nn.GRUCell / nn.RNNCell as explicit gates (slices, zero state used as zero).
+
+    forward(input, hx=None) returns what the source cell returns ((h', c') for LSTMCell), batched
+    [B, F] or unbatched [F]. Same parameters (shared) and state_dict keys; bound as in the module
+    docstring (max rel err <= 1e-5 in fp32).
+    """
+
+    def __init__(self, cell: nn.RNNCellBase):
+        super().__init__()
+        self.kind = {nn.LSTMCell: "LSTM", nn.GRUCell: "GRU"}.get(type(cell)) or \
+            ("RNN_RELU" if getattr(cell, "nonlinearity", "tanh") == "relu" else "RNN_TANH")
+        self.input_size, self.hidden_size, self.bias = cell.input_size, cell.hidden_size, cell.bias
+        if hasattr(cell, "nonlinearity"):
+            self.nonlinearity = cell.nonlinearity
+        _shared(self, cell, ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
+
+    def extra_repr(self) -> str:
+        return f"{self.kind}Cell({self.input_size}, {self.hidden_size}, bias={self.bias})"
+
+    def forward(self, input, hx=None):
+        batched = input.dim() == 2
+        lstm = self.kind == "LSTM"
+        h, c = (hx if lstm else (hx, None)) if hx is not None else (None, None)
+        if not batched:
+            input = input.unsqueeze(0)
+            h = None if h is None else h.unsqueeze(0)
+            c = None if c is None else c.unsqueeze(0)
+        gi = F.linear(input, self.weight_ih, self.bias_ih)
+        if lstm:
+            h, c = lstm_step(gi, h, c, self.weight_hh, self.bias_hh)
+        elif self.kind == "GRU":
+            h = gru_step(gi, h, self.weight_hh, self.bias_hh)
+        else:
+            h = rnn_step(gi, h, self.weight_hh, self.bias_hh, relu=self.kind == "RNN_RELU")
+        if not batched:
+            h = h.squeeze(0)
+            c = None if c is None else c.squeeze(0)
+        return (h, c) if lstm else h
+
+
+_RNNS = (nn.LSTM, nn.GRU, nn.RNN)
+_CELLS = (nn.LSTMCell, nn.GRUCell, nn.RNNCell)
+
+
+def _recurrent_module(m: nn.Module):
+    if type(m) in _RNNS:
+        new = UnrolledRNN(m)
+        return new, f"{new.extra_repr()} -> unrolled steps (rank-2 gates, slices, no zero-state constants)"
+    if type(m) in _CELLS:
+        new = ExplicitCell(m)
+        return new, f"{new.extra_repr()} -> explicit gates (slices, no zero-state constants)"
+    return None
+
+
+@register("patch_recurrent", wall="recurrent")
+def patch_recurrent(model: nn.Module) -> list[Change]:
+    """nn.LSTM / GRU / RNN -> `UnrolledRNN`; nn.LSTMCell / GRUCell / RNNCell -> `ExplicitCell` (wall `recurrent`).
+
+    Exact module types only (a subclass may override forward). Default-on and exact: max |err| /
+    max |torch| <= 1e-5 in fp32 (measured <= 1e-6). PackedSequence inputs and training-mode dropout run
+    the original module unchanged.
+    """
+    return _replace_modules(model, _recurrent_module, "patch_recurrent")
