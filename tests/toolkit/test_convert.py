@@ -203,3 +203,40 @@ def test_never_worse_than_plain_and_model_not_mutated(tmp_path, gpu):
     assert "_test_harmful" in result.dropped and "_test_harmful" not in result.kept
     assert len(result.attempts) >= 2 and result.path.exists()
     assert not list(tmp_path.glob(".h.try*"))                  # the other tries are cleaned up
+
+
+def _fake(verdict, gpu_ops, total, entries):
+    """A ConvertResult holding a checker-like report: entries = {label: (corr, within_tolerance, symptom)}."""
+    from types import SimpleNamespace
+
+    from litert_gpu_toolkit.convert import ConvertResult
+
+    vs_ref = {lbl: {"corr": corr, "within_tolerance": ok, "symptom": sym} for lbl, (corr, ok, sym) in entries.items()}
+    problems = [f"serving_default/output_0 on {lbl} vs reference: outside tolerance ({sym})"
+                for lbl, (corr, ok, sym) in entries.items() if not ok]
+    report = SimpleNamespace(verdict=verdict, ok=verdict == "PASS", problems=problems, summary=verdict,
+                             residency={"gpu_ops": gpu_ops, "total_ops": total},
+                             signatures={"serving_default": {"output_0": {"vs_reference": vs_ref, "vs_cpu": {}}}})
+    return ConvertResult(None, [], report=report)
+
+
+def test_quality_ranks_gpu_residency_and_never_demotes_good_numbers():
+    from litert_gpu_toolkit.convert import describe, quality
+
+    good = (1.0, True, None)
+    # Swin v2's case: 77% on the GPU, corr 1.000000, yet "outside tolerance" (an rtol/atol or vs-CPU failure)
+    rewritten = _fake("FALLBACK", 77, 100, {"gpu_fp16+cpu": (0.9999996, False, "degraded"), "gpu_fp32+cpu": good})
+    plain = _fake("FALLBACK", 4, 100, {"gpu_fp16+cpu": good, "gpu_fp32+cpu": good})
+    assert quality(rewritten) > quality(plain), (quality(rewritten), quality(plain))
+    assert "wrong numbers" not in describe(rewritten)
+    # wrong numbers do demote: non-finite on fp16, or a corr below 0.999
+    nan16 = _fake("FALLBACK", 90, 100, {"gpu_fp16+cpu": (None, False, "nonfinite"), "gpu_fp32+cpu": good})
+    low = _fake("FALLBACK", 90, 100, {"gpu_fp16+cpu": (0.95, False, "degraded")})
+    assert quality(plain) > quality(nan16) and quality(plain) > quality(low)
+    assert "wrong numbers: serving_default/output_0 on gpu_fp16+cpu: nonfinite" in describe(nan16)
+    # PASS beats any FALLBACK; between equals, more of the graph on the GPU wins, then the corr
+    passing = _fake("PASS", 100, 100, {"gpu_fp16": (0.9991, True, None)})
+    assert quality(passing) > quality(rewritten)
+    assert quality(_fake("FALLBACK", 50, 100, {"g": good})) > quality(_fake("FALLBACK", 40, 100, {"g": good}))
+    assert quality(_fake("FALLBACK", 50, 100, {"g": good})) > quality(_fake("FALLBACK", 50, 100, {"g": (0.9995, True,
+                                                                                                         None)}))

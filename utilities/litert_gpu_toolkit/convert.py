@@ -13,99 +13,31 @@ functional rewrites apply while litert-torch traces it, and nowhere else) and ch
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from .convert_result import ConvertResult, describe, np_tree, quality  # noqa: F401 - public API, re-exported
+from .error_lines import telling_line, user_frame
 from .quiet import converter_output, quiet_import_litert_torch, stage
 from .rewrites.apply import apply_patches, split_example_inputs  # public API, re-exported
 from .rewrites.registry import (PATCHES, Change, check_names, functional_selection, known_rewrites,  # noqa: F401
                                 load_rewrites)
+from .rewrites.parametrized_weights import fold_parametrizations  # noqa: F401 - registers the fold
 from .rewrites.registry import selected as _selected
 
 # ------------------------------------------------------------------------------------- convert
 
-@dataclass
-class ConvertResult:
-    """What `convert_for_gpu` did. `ok` is True only when the model converted and the GPU check passed.
-
-    changes: the rewrites in the returned file (kept); dropped: rewrite name -> why it was left out
-    (it raised, or the file was worse with it than without); attempts: one line per conversion tried.
-    """
-    path: Path | None
-    changes: list[Change]
-    report: Any = None                  # checker.Report; None when check=False or no file
-    error: str | None = None            # the conversion error, when it failed
-    suggestions: list[str] = field(default_factory=list)   # rewrite names for the error / failed check
-    signatures: dict = field(default_factory=dict)         # signature -> {"inputs": [...], "outputs": [...]}
-    dropped: dict = field(default_factory=dict)            # rewrite name -> reason it is not in the file
-    attempts: list = field(default_factory=list)           # "label: verdict (...)" per conversion tried
-    log_path: Path | None = None                           # the converter's output, when the conversion failed
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.report is not None and bool(self.report.ok)
-
-    @property
-    def verdict(self) -> str:
-        if self.error is not None:
-            return "CONVERT_FAIL"
-        if self.report is None:
-            return "UNCHECKED"
-        return str(self.report.verdict)
-
-    @property
-    def kept(self) -> list[str]:
-        return list(dict.fromkeys(c.rewrite for c in self.changes))
-
-    def summary(self) -> str:
-        lines = [f"{self.verdict}: {self.path or '-'}"]
-        if self.error:
-            lines.append(f"  conversion failed: {self.error.strip().splitlines()[-1][:300]}")
-            if self.log_path is not None:
-                lines.append(f"  converter output: {self.log_path}")
-        elif self.report is not None:
-            lines.append(f"  check: {self.report.summary}")
-        if self.changes:
-            lines.append(f"  rewrites kept: {', '.join(self.kept)}")
-        lines += [f"    {'exact' if c.exact else 'APPROX'} {c.rewrite}: {c.path or '<root>'}: {c.what}"
-                  for c in self.changes]
-        for name, why in self.dropped.items():
-            lines.append(f"  rewrite dropped: {name}: {why}")
-        if len(self.attempts) > 1:
-            lines.append("  conversions tried: " + "; ".join(self.attempts))
-        if self.suggestions:
-            lines.append(f"  try: {', '.join(self.suggestions)}")
-        return "\n".join(lines)
-
-
-def _np_tree(value) -> list[np.ndarray]:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        t = value.detach().cpu()
-        if t.dtype == torch.int64:
-            t = t.to(torch.int32)
-        if t.dtype in (torch.float64, torch.bfloat16, torch.float16):
-            t = t.to(torch.float32)
-        return [t.numpy()]
-    if isinstance(value, dict):
-        return [a for v in value.values() for a in _np_tree(v)]
-    if isinstance(value, (list, tuple)):
-        return [a for v in value for a in _np_tree(v)]
-    return []
-
-
 def _signature_inputs(args: tuple, kwargs: dict) -> dict[str, np.ndarray]:
     named = {}
     for i, a in enumerate(args):
-        arrays = _np_tree(a)
+        arrays = np_tree(a)
         if len(arrays) == 1:
             named[f"args_{i}"] = arrays[0]
     for k, v in kwargs.items():
-        arrays = _np_tree(v)
+        arrays = np_tree(v)
         if len(arrays) == 1:
             named[k] = arrays[0]
     return named
@@ -115,40 +47,6 @@ def _check(path: Path, inputs: dict, reference: dict, check_kwargs: dict):
     from .checker import check_gpu_compatibility
 
     return check_gpu_compatibility(path, inputs=inputs, reference=reference, **check_kwargs)
-
-
-# verdict -> how good a returned file is (higher is better); a fallback with wrong numbers scores as NUMERICS_FAIL
-_SCORE = {"PASS": 5, "FALLBACK": 3, "NUMERICS_FAIL": 2, "COMPILE_FAIL": 1, "NO_GPU": 0, "INVALID_MODEL": 0,
-          "UNCHECKED": 0, "CONVERT_FAIL": -1}
-
-
-def _min_corr(report) -> float:
-    corrs = [c.get("corr") for outs in (getattr(report, "signatures", None) or {}).values() for e in outs.values()
-             for lbl, c in e.get("vs_reference", {}).items() if lbl != "cpu" and c.get("corr") is not None]
-    return float(min(corrs)) if corrs else -1.0
-
-
-def quality(result: ConvertResult) -> tuple:
-    """A sortable score of a conversion: verdict first, then GPU residency, then the worst corr vs torch."""
-    score = float(_SCORE.get(result.verdict, 0))
-    report = result.report
-    if result.verdict == "FALLBACK" and any("outside tolerance" in p for p in getattr(report, "problems", [])):
-        score = _SCORE["NUMERICS_FAIL"]
-    res = getattr(report, "residency", None) or {}
-    frac = (res.get("gpu_ops") or 0) / res["total_ops"] if res.get("total_ops") else 0.0
-    return (score, round(frac, 4), round(_min_corr(report), 6) if report is not None else -1.0)
-
-
-def _describe(result: ConvertResult) -> str:
-    score, frac, corr = quality(result)
-    parts = [result.verdict]
-    if score < float(_SCORE.get(result.verdict, 0)):      # demoted by quality(): say why, or the ranking reads wrong
-        parts.append("(outputs outside tolerance)")
-    if frac:
-        parts.append(f"{frac:.0%} ops on GPU")
-    if corr > -1:
-        parts.append(f"min corr {corr:.6f}")
-    return " ".join(parts)
 
 
 def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, patches: bool = True,
@@ -180,33 +78,103 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
     verbose: show the converter's own output live (default: LITERT_GPU_VERBOSE); otherwise it goes to
         `<output>.convert.log` and the toolkit prints one line per stage.
     convert_kwargs: passed to litert_torch (e.g. dynamic_shapes, quant_config).
-    Never raises for a conversion failure or a failing rewrite: `result.error` holds it and `result.ok`
-    is False; `ok` is True only when the check ran and passed.
+    Never raises but for an unknown rewrite name (ValueError): a conversion failure, a failing rewrite, a
+    model that cannot be copied or run, a checker error all return a result with `error` set (`error_line`
+    is its telling line, `stage` where it happened) and `ok` False; `ok` is True only when the check ran and
+    passed. weight_norm / spectral_norm / parametrize weights are folded into plain parameters on the copy
+    (`fold_parametrizations`, exact). When torch.export fails on a data-dependent Python branch (`if
+    torch.min(y) < -1:`, `.item()`), the conversion is retried with each such branch fixed to the example
+    input's outcome (`specialise`): exact for inputs taking the same branches; a warning and
+    `result.specialised` name each source line.
     """
-
-    import torch
 
     check_names(include, "include")
     check_names(only, "only")
     check_names(exclude, "exclude")
-    path = Path(output_path)
+    try:
+        return _convert(model, example_inputs, Path(output_path), patches, check, kwargs, signature_name, signatures,
+                        include, only, exclude, approximate, check_kwargs, inplace, fallback, max_tries, verbose,
+                        convert_kwargs)
+    except Exception as e:                                   # noqa: BLE001 - never raises (see the docstring)
+        return ConvertResult(None, [], error=error_text(e), stage=getattr(e, "_litert_stage", "convert"))
+
+
+class NotSpecialisable(Exception):
+    """torch.export failed on a data-dependent guard, and again with the branches fixed to the example input."""
+
+
+def error_text(e: BaseException) -> str:
+    """'Type: message', plus the user's source line from the traceback when the text does not name it."""
+    if isinstance(e, NotSpecialisable):
+        return str(e)
+    text = f"{type(e).__name__}: {e}"
+    frame = user_frame(e)
+    if frame and frame.splitlines()[0] not in text:
+        text += "\n(in your code) " + frame
+    return text
+
+
+def applicable(names: list[str], module_types: set[str]) -> list[str]:
+    from .symptoms import applicable as _applicable
+
+    return _applicable(names, module_types)
+
+
+def _warn_specialised(lines: list[str]) -> None:
+    import warnings
+
+    level, frame = 1, sys._getframe(0)                 # point the warning at the caller's line
+    while frame is not None and frame.f_code.co_filename.startswith(os.path.dirname(__file__)):
+        frame, level = frame.f_back, level + 1
+    if lines:
+        warnings.warn("convert_for_gpu specialised data-dependent branches on the example input; the file is "
+                      "right only for inputs that take the same branches:\n  " + "\n  ".join(lines), stacklevel=level)
+
+
+def is_data_dependent(text: str) -> bool:
+    from .specialise import is_data_dependent_error
+
+    return is_data_dependent_error(text)
+
+
+def _reference(model, entries: dict, single: bool, kwargs, verbose) -> tuple[dict, dict, dict, bool]:
+    """(parsed inputs, named numpy inputs, torch outputs by converted name, whether the outputs need flattening)
+    per signature; an error is marked as the "run" stage."""
+    import torch
+
+    from .outputs import output_names
+
+    quiet_import_litert_torch(verbose)                 # (its naming of the outputs is used)
+    parsed, inputs, reference, flatten = {}, {}, {}, False
+    try:
+        for name, value in entries.items():
+            parsed[name] = split_example_inputs(value[0], kwargs) if single else split_example_inputs(value)
+        model.eval()
+        with torch.no_grad():
+            for name, (args, kw) in parsed.items():
+                inputs[name] = _signature_inputs(args, kw)
+                out = model(*args, **kw)
+                arrays = np_tree(out)
+                names, flat = output_names(out, len(arrays))
+                flatten = flatten or flat
+                reference[name] = dict(zip(names, arrays))
+    except Exception as e:
+        e._litert_stage = "run"
+        raise
+    if flatten:                                        # every signature then returns output_0, ...
+        reference = {n: {f"output_{i}": a for i, a in enumerate(ref.values())} for n, ref in reference.items()}
+    return parsed, inputs, reference, flatten
+
+
+def _convert(model, example_inputs, path, patches, check, kwargs, signature_name, signatures, include, only,
+             exclude, approximate, check_kwargs, inplace, fallback, max_tries, verbose, convert_kwargs):
     path.parent.mkdir(parents=True, exist_ok=True)
-    model.eval()
     entries = signatures or {signature_name: (example_inputs, kwargs)}
-    parsed = {}
-    for name, value in entries.items():
-        if signatures is None:
-            parsed[name] = split_example_inputs(example_inputs, kwargs)
-        else:
-            parsed[name] = split_example_inputs(value)
     # the reference is the source model, taken before any rewrite touches it
-    inputs, reference = {}, {}
-    with torch.no_grad():
-        for name, (args, kw) in parsed.items():
-            inputs[name] = _signature_inputs(args, kw)
-            reference[name] = {f"output_{i}": o for i, o in enumerate(_np_tree(model(*args, **kw)))}
+    parsed, inputs, reference, flatten = _reference(model, entries, signatures is None, kwargs, verbose)
     job = _Job(model, parsed, inputs, reference, signature_name, signatures is None, check,
                dict(check_kwargs or {}), convert_kwargs, include, only, approximate, verbose)
+    job.flatten = flatten
     if not patches:
         return job.finish(job.attempt(path, None, "plain", copy_model=False), path)
     fallback = fallback and check and not inplace
@@ -228,14 +196,14 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
                                dropped={})
             n += 1
             if quality(cand) > quality(best):
-                dropped[name] = (f"with it: {_describe(best)}; without it: {_describe(cand)}")
+                dropped[name] = (f"with it: {describe(best)}; without it: {describe(cand)}")
                 best = cand
                 if best.ok:
                     break
         if quality(plain) > quality(best):
             for name in best.kept:
-                dropped[name] = (f"plain conversion ({_describe(plain)}) beats every rewritten file tried "
-                                 f"(best: {_describe(best)})")
+                dropped[name] = (f"plain conversion ({describe(plain)}) beats every rewritten file tried "
+                                 f"(best: {describe(best)})")
             best = plain
     return job.finish(best, path, tries, dropped)
 
@@ -252,31 +220,53 @@ class _Job:
         self.verbose = verbose
         self.log: list[str] = []
         self.tried: set[str] = set()         # rewrite names active in some attempt
+        self.stage = "run"                   # what the job is doing (an unexpected error names it)
+        self.specialise = False              # set once a conversion needed data-dependent branches fixed
+        self.flatten = False                 # the outputs are returned as a flat tuple (outputs.FlatOutputs)
 
     def attempt(self, path: Path, exclude: set | None, label: str, *, copy_model: bool,
                 dropped: dict | None = None) -> ConvertResult:
-        """exclude=None: plain (no rewrites). A rewrite that raises is added to `dropped` and excluded."""
-        import copy
+        """exclude=None: plain (no rewrites). A rewrite that raises is added to `dropped` and excluded.
+        Never raises: an unexpected error (copying, rewriting, converting, checking) is a result with `error`."""
+        self.stage = "copy"
+        try:
+            return self._attempt(path, exclude, label, copy_model=copy_model, dropped=dropped)
+        except Exception as e:                               # noqa: BLE001 - returned as the result's error
+            result = ConvertResult(None, [], error=error_text(e), stage=self.stage)
+            if self.stage == "copy":
+                result.error += ("\n(convert_for_gpu rewrites a deep copy of the model; inplace=True rewrites "
+                                 "the model itself)")
+            self.log.append(f"{label}: {result.verdict} ({self.stage})")
+            stage(f"{label}: {result.verdict} while {self.stage}ing: {result.error_line}")
+            return result
 
-        import torch
+    def _copy(self):
+        from .model_copy import copy_model
 
-        from .symptoms import for_log, suggestions
+        self.stage = "copy"
+        model = copy_model(self.model)
+        self.stage = "rewrite"
+        return model
 
-        litert_torch = quiet_import_litert_torch(self.verbose)
-
-        plain = exclude is None
-        exclude = set(exclude or ())
-        changes: list[Change] = []
-        model = copy.deepcopy(self.model) if copy_model else self.model
-        runnable = model
-        for _ in range(8):                                # each round drops the rewrites that raised
-            if plain:
-                break
+    def _rewrite(self, exclude: set, copy_model: bool, dropped: dict | None):
+        """(model, runnable, changes): the module patches applied (weight folds first), the functional ones
+        wrapped. Each round drops the rewrites that raised."""
+        model = self._copy() if copy_model else self.model
+        self.stage = "rewrite"
+        runnable, changes = model, []
+        include, only = set(self.include or ()), None if self.only is None else set(self.only)
+        for _ in range(8):
             errors: dict[str, str] = {}
+            changes = []
+            if _selected("fold_parametrizations", include, exclude, self.approximate, only):
+                try:                                       # before the patches that read a layer's weight
+                    changes = fold_parametrizations(model)
+                except Exception as e:                     # noqa: BLE001 - dropped like any patch that raises
+                    errors["fold_parametrizations"] = f"{type(e).__name__}: {e}"[:300]
             try:
                 first_args, first_kwargs = next(iter(self.parsed.values()))
-                changes = apply_patches(model, (first_args, first_kwargs), include=self.include, only=self.only,
-                                        exclude=sorted(exclude), approximate=self.approximate, errors=errors)
+                changes += apply_patches(model, (first_args, first_kwargs), include=self.include, only=self.only,
+                                         exclude=sorted(exclude), approximate=self.approximate, errors=errors)
             except Exception as e:                         # noqa: BLE001 - outside any one patch
                 errors["apply_patches"] = f"{type(e).__name__}: {e}"[:300]
             for name, err in errors.items():
@@ -285,45 +275,99 @@ class _Job:
                 exclude.add(name)
             if not errors or not copy_model:              # (in place: keep what was applied)
                 names = functional_selection(self.include, sorted(exclude), self.approximate, self.only)
-                self.tried |= set(names) | {n for n in PATCHES if _selected(
-                    n, set(self.include or ()), exclude, self.approximate,
-                    None if self.only is None else set(self.only))}
+                self.tried |= set(names) | {n for n in PATCHES if _selected(n, include, exclude, self.approximate,
+                                                                             only)}
                 if names and "functional rewrites" not in errors:
                     from .rewrites.functional import GpuRewriteWrapper
 
                     runnable = GpuRewriteWrapper(model, include=names).eval()
-                break
+                return model, runnable, changes
+            model = runnable = self._copy()
             if "apply_patches" in errors or "functional rewrites" in errors:
-                model = runnable = copy.deepcopy(self.model)     # give up on rewrites for this attempt
-                changes = []
-                break
-            model = runnable = copy.deepcopy(self.model)         # retry without the ones that raised
+                return model, runnable, []                 # give up on rewrites for this attempt
+        return model, runnable, changes
+
+    def _attempt(self, path: Path, exclude: set | None, label: str, *, copy_model: bool,
+                 dropped: dict | None = None) -> ConvertResult:
+        import torch
+
+        from .symptoms import for_log, suggestions
+
+        if exclude is None:                               # plain: no rewrites
+            model = runnable = self._copy() if copy_model else self.model
+            changes: list[Change] = []
+        else:
+            model, runnable, changes = self._rewrite(set(exclude), copy_model, dropped)
+        if self.flatten:
+            from .outputs import FlatOutputs
+
+            runnable = FlatOutputs(runnable)
+        self.stage = "convert"
+        litert_torch = quiet_import_litert_torch(self.verbose)
         result = ConvertResult(path, changes)
         log_path = path.with_name(path.name + ".convert.log")
         stage(f"converting ({label}{', ' + str(len(changes)) + ' module rewrites' if changes else ''})")
         try:
-            with converter_output(log_path, verbose=self.verbose):
-                self._convert(litert_torch, runnable, path)
+            runnable = self._convert_specialising(litert_torch, runnable, path, log_path)
         except Exception as e:                               # noqa: BLE001 - reported, never swallowed as success
-            result.error = f"{type(e).__name__}: {e}"
+            result.error = error_text(e)
             result.path = None
             result.log_path = None if self.verbose else log_path
-            result.suggestions = suggestions(for_log(str(e)))
+            result.suggestions = suggestions(for_log(result.error, stage="convert"), self.module_types)
             self.log.append(f"{label}: CONVERT_FAIL")
+            stage(f"{label}: CONVERT_FAIL: {telling_line(result.error)}")
             return result
         if isinstance(runnable, torch.nn.Module) and hasattr(runnable, "changes"):
             result.changes += [c for c in runnable.changes if c not in result.changes]
+        if hasattr(runnable, "lines"):
+            result.specialised = runnable.lines()
+            _warn_specialised(result.specialised)
         for name in self.parsed:
             result.signatures[name] = {"inputs": list(self.inputs[name]), "outputs": list(self.reference[name])}
         if self.check:
+            self.stage = "check"
             stage(f"checking {path.name} on the GPU (strict GPU-only, fp16 and fp32)")
             report = _check(path, self.inputs, self.reference, dict(self.check_kwargs))
             result.report = report
             if not report.ok:
-                result.suggestions = list(getattr(report, "suggested_rewrites", []) or [])
-        self.log.append(f"{label}: {_describe(result)}")
-        stage(f"{label}: {_describe(result)}")
+                result.suggestions = applicable(list(getattr(report, "suggested_rewrites", []) or []),
+                                                self.module_types)
+        self.log.append(f"{label}: {describe(result)}")
+        stage(f"{label}: {describe(result)}")
         return result
+
+    @property
+    def module_types(self) -> set[str]:
+        return {type(m).__name__ for m in self.model.modules()}
+
+    def _convert_specialising(self, litert_torch, runnable, path: Path, log_path: Path):
+        """Convert `runnable`; when torch.export fails on a data-dependent Python branch (single signature),
+        convert again with each branch fixed to the example input's outcome (`specialise`). Returns what was
+        converted. Raises the conversion error, naming the guard's source line when specialising did not help."""
+        if not self.specialise:
+            try:
+                with converter_output(log_path, verbose=self.verbose):
+                    self._convert(litert_torch, runnable, path)
+                return runnable
+            except Exception as e:                           # noqa: BLE001 - re-raised below unless specialised
+                if not (is_data_dependent(error_text(e)) and len(self.parsed) == 1):
+                    raise
+                first = e
+        from .specialise import Specialised, record
+
+        args, kw = next(iter(self.parsed.values()))
+        special = Specialised(runnable, record(runnable, args, kw))
+        stage("retrying with the data-dependent branches fixed to the example input's outcome")
+        try:
+            with converter_output(log_path, verbose=self.verbose):
+                self._convert(litert_torch, special, path)
+        except Exception as e:
+            if not self.specialise:
+                raise NotSpecialisable(f"{error_text(first)}\n(retried with the data-dependent branches fixed to the "
+                                       f"example input's outcome; that failed too: {telling_line(error_text(e))})")
+            raise
+        self.specialise = True                               # later attempts specialise at once
+        return special
 
     def _convert(self, litert_torch, runnable, path: Path) -> None:
         if self.single and len(self.parsed) == 1 and self.signature_name == "serving_default":

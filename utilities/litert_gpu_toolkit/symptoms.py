@@ -31,6 +31,9 @@ class Symptom:
     # op -> the subset of `rewrites` that can remove this symptom on that op (a rejection of ABS with a
     # constant input is not fixed by the softmax rewrite); ops not listed get all of `rewrites`
     by_op: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # where the `log` pattern is seen: "convert" (converter / torch.export errors), "gpu" (delegate / GPU
+    # compile messages) or "any"; `for_log(text, stage=...)` matches only the symptoms of that stage
+    stage: str = "any"
 
 
 SYMPTOMS: tuple[Symptom, ...] = (
@@ -45,6 +48,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
                   "patch_reflect_pad", "patch_gather_onehot", "patch_index_onehot"),
         ops=("GATHER_ND", "GATHER"),
         log=r"GATHER(_ND)?: ",
+        stage="gpu",
     ),
     Symptom(
         id="rank_gt_4",
@@ -54,6 +58,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
         rewrites=("patch_pixel_shuffle", "pixelshuffle_to_conv_transpose", "patch_window_attention", "patch_einops",
                   "patch_patch_merging", "lower_rank_views", "split_packed_qkv"),
         log=r"dimensions must be less than 5",
+        stage="gpu",
     ),
     Symptom(
         id="cumsum",
@@ -85,6 +90,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
         notes=("litert-torch 0.10.0 converts ConvTranspose only with padding 0 or (k - s) / 2; any other "
                "padding (e.g. k=3, s=2, p=1, output_padding=1) fails to convert ('failed to legalize "
                "operation mhlo.convolution'); the same rewrites fix it.",),
+        stage="convert",
     ),
     Symptom(
         id="select",
@@ -146,6 +152,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
                ("MUL", ("l2_normalize", "constant_to_input"))),
         upstream="google-ai-edge/LiteRT#9192",
         desktop_reproduces=False,
+        stage="gpu",
     ),
     Symptom(
         id="amax",
@@ -153,6 +160,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
         cause="Reduce-max over channels (stable softmax, adaptive norms, qk-norm) has no GPU-layout lowering.",
         rewrites=("patch_amax",),
         log=r"rewriter not found: amax",
+        stage="convert",
     ),
     Symptom(
         id="split",
@@ -167,6 +175,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
         cause="Channel attention written with nn.Linear confuses the converter's layout handling.",
         rewrites=("patch_channel_attention_linear",),
         log=r"broadcast-compatible shapes",
+        stage="convert",
     ),
     Symptom(
         id="fft",
@@ -176,6 +185,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
         rewrites=("ConvSTFT", "ConvISTFT", "LogMel"),
         log=r"_fft_|aten\.complex|view_as_real|view_as_complex",
         ops=("RFFT2D", "CUSTOM:FlexRFFT"),
+        stage="convert",
     ),
     Symptom(
         id="maxpool_neg_inf_pad",
@@ -242,6 +252,18 @@ SYMPTOMS: tuple[Symptom, ...] = (
         numeric="compounding",
     ),
     Symptom(
+        id="parametrized_weights",
+        seen="a weight_norm / spectral_norm / parametrized layer: copying the model fails ('Only Tensors created "
+             "explicitly by the user (graph leaves) support the deepcopy protocol'), or the weight's norm is "
+             "recomputed inside the converted graph",
+        cause="torch.nn.utils.weight_norm / spectral_norm and torch.nn.utils.parametrize recompute a layer's weight "
+              "from other parameters on every forward; the hook version keeps a non-leaf tensor on the module. For "
+              "inference the weight is a constant.",
+        rewrites=("fold_parametrizations",),
+        log=r"graph leaves\) support the deepcopy|_weight_norm|torch/nn/utils/parametriz",
+        stage="convert",
+    ),
+    Symptom(
         id="constant_blowup",
         seen="the .tflite is far larger than the weights",
         cause="A frozen parameter times a constant folds into a full-size constant per block.",
@@ -282,22 +304,41 @@ def for_op(op: str) -> list[Symptom]:
 _OP_PREFIX = re.compile(r"^\s*([A-Z][A-Z0-9_]+): ")
 
 
-def for_log(text: str) -> list[Symptom]:
-    """Symptoms whose log pattern matches `text`; a delegate line 'OP: reason' narrows the rewrites to OP."""
+def for_log(text: str, stage: str | None = None) -> list[Symptom]:
+    """Symptoms whose log pattern matches `text`; a delegate line 'OP: reason' narrows the rewrites to OP.
+    stage: "convert" or "gpu" keeps only the symptoms seen at that stage (and those marked "any")."""
     m = _OP_PREFIX.match(text)
     op = m.group(1) if m else None
-    return [narrowed(s, op) for s in SYMPTOMS if s.log and re.search(s.log, text)]
+    return [narrowed(s, op) for s in SYMPTOMS if s.log and re.search(s.log, text)
+            and (stage is None or s.stage in ("any", stage))]
 
 
 def for_numeric(signature: str) -> list[Symptom]:
     return [s for s in SYMPTOMS if s.numeric == signature]
 
 
-def suggestions(symptoms) -> list[str]:
-    """Rewrite names from a list of symptoms, first-seen order, no duplicates."""
+# rewrite -> the module types one of which the model must hold for it to apply (a class that replaces a module)
+NEEDS_MODULE: dict[str, tuple[str, ...]] = {
+    "PolyphaseConvT1d": ("ConvTranspose1d",), "ZeroStuffConvT1d": ("ConvTranspose1d",),
+    "PolyphaseConvT2d": ("ConvTranspose2d",), "ZeroStuffConvT2d": ("ConvTranspose2d",),
+    "pixelshuffle_to_conv_transpose": ("PixelShuffle",),
+}
+
+
+def applicable(names, module_types=None) -> list[str]:
+    """`names` without the rewrites that replace a module type the model does not hold (module_types: the
+    class names of the model's modules; None keeps every name)."""
+    if module_types is None:
+        return list(names)
+    return [n for n in names if n not in NEEDS_MODULE or set(NEEDS_MODULE[n]) & set(module_types)]
+
+
+def suggestions(symptoms, module_types=None) -> list[str]:
+    """Rewrite names from a list of symptoms, first-seen order, no duplicates; with `module_types` only those
+    that can apply to a model holding those module types (`applicable`)."""
     seen: list[str] = []
     for s in symptoms:
         for r in s.rewrites:
             if r not in seen:
                 seen.append(r)
-    return seen
+    return applicable(seen, module_types)

@@ -1,0 +1,172 @@
+"""What `convert_for_gpu` returns (`ConvertResult`) and how two conversions of one model are ranked (`quality`).
+
+No torch import at module level; numpy only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .error_lines import telling_line
+from .rewrites.registry import Change
+
+# verdict -> how good a returned file is (higher is better); a fallback with wrong numbers scores as NUMERICS_FAIL
+_SCORE = {"PASS": 5, "FALLBACK": 3, "NUMERICS_FAIL": 2, "COMPILE_FAIL": 1, "NO_GPU": 0, "INVALID_MODEL": 0,
+          "UNCHECKED": 0, "CONVERT_FAIL": -1, "ERROR": -1}
+GOOD_CORR = 0.999          # a GPU output correlated at least this well with torch is not "wrong numbers"
+
+
+@dataclass
+class ConvertResult:
+    """What `convert_for_gpu` did. `ok` is True only when the model converted and the GPU check passed.
+
+    changes: the rewrites in the returned file (kept); dropped: rewrite name -> why it was left out
+    (it raised, or the file was worse with it than without); attempts: one line per conversion tried.
+    error: what went wrong when there is no checked file (the full text; `error_line` is its telling line);
+    stage: where it went wrong ("convert", or "run" / "copy" / "rewrite" / "check" for an unexpected error).
+    specialised: data-dependent Python branches fixed to the example input's outcome ('file:line: code -> value').
+    """
+    path: Path | None
+    changes: list[Change]
+    report: Any = None                  # checker.Report; None when check=False or no file
+    error: str | None = None            # the conversion error, when it failed
+    suggestions: list[str] = field(default_factory=list)   # rewrite names for the error / failed check
+    signatures: dict = field(default_factory=dict)         # signature -> {"inputs": [...], "outputs": [...]}
+    dropped: dict = field(default_factory=dict)            # rewrite name -> reason it is not in the file
+    attempts: list = field(default_factory=list)           # "label: verdict (...)" per conversion tried
+    log_path: Path | None = None                           # the converter's output, when the conversion failed
+    stage: str = "convert"
+    specialised: list = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.report is not None and bool(self.report.ok)
+
+    @property
+    def verdict(self) -> str:
+        if self.error is not None:
+            return "CONVERT_FAIL" if self.stage == "convert" else "ERROR"
+        if self.report is None:
+            return "UNCHECKED"
+        return str(self.report.verdict)
+
+    @property
+    def kept(self) -> list[str]:
+        return list(dict.fromkeys(c.rewrite for c in self.changes))
+
+    @property
+    def error_line(self) -> str | None:
+        """The one line of `error` that says what failed and where (never the converter's generic trailer)."""
+        return telling_line(self.error) if self.error else None
+
+    def summary(self) -> str:
+        lines = [f"{self.verdict}: {self.path or '-'}"]
+        if self.error:
+            what = "conversion failed" if self.stage == "convert" else f"failed while {_STAGES.get(self.stage)}"
+            lines.append(f"  {what}: {self.error_line}")
+            if self.log_path is not None:
+                lines.append(f"  converter output: {self.log_path}")
+        elif self.report is not None:
+            lines.append(f"  check: {self.report.summary}")
+        if self.changes:
+            lines.append(f"  rewrites kept: {', '.join(self.kept)}")
+        lines += [f"    {'exact' if c.exact else 'APPROX'} {c.rewrite}: {c.path or '<root>'}: {c.what}"
+                  for c in self.changes]
+        if self.specialised:
+            lines.append("  WARNING: data-dependent branches specialised on the example input (the file is right only "
+                         "for inputs that take the same branches):")
+            lines += [f"    {s}" for s in self.specialised]
+        for name, why in self.dropped.items():
+            lines.append(f"  rewrite dropped: {name}: {why}")
+        if len(self.attempts) > 1:
+            lines.append("  conversions tried: " + "; ".join(self.attempts))
+        if self.suggestions:
+            lines.append(f"  try: {', '.join(self.suggestions)}")
+        return "\n".join(lines)
+
+
+_STAGES = {"run": "running the model in torch on the example inputs", "copy": "copying the model",
+           "rewrite": "rewriting the model", "check": "checking the converted file", "convert": "converting"}
+
+
+def np_tree(value) -> list[np.ndarray]:
+    """The tensors of a (nested) output as numpy arrays, in the order the converter flattens them."""
+    import dataclasses
+
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        t = value.detach().cpu()
+        if t.dtype == torch.int64:
+            t = t.to(torch.int32)
+        if t.dtype in (torch.float64, torch.bfloat16, torch.float16):
+            t = t.to(torch.float32)
+        return [t.numpy()]
+    if isinstance(value, dict):
+        return [a for v in value.values() for a in np_tree(v)]
+    if isinstance(value, (list, tuple)):
+        return [a for v in value for a in np_tree(v)]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [a for f in dataclasses.fields(value) for a in np_tree(getattr(value, f.name))]
+    return []
+
+
+def _corrs(report) -> list[float]:
+    return [c.get("corr") for outs in (getattr(report, "signatures", None) or {}).values() for e in outs.values()
+            for lbl, c in e.get("vs_reference", {}).items() if lbl != "cpu" and c.get("corr") is not None]
+
+
+def _min_corr(report) -> float:
+    corrs = _corrs(report)
+    return float(min(corrs)) if corrs else -1.0
+
+
+def wrong_outputs(report) -> list[str]:
+    """The GPU outputs of a checked file whose numbers are wrong, as 'signature/output on label: why'.
+
+    Judged against torch (`vs_reference`) where the check had it, else against the file's own CPU run: wrong
+    when non-finite where torch is not, all zero, or correlated below GOOD_CORR. An output outside the caller's
+    rtol / atol that still correlates >= GOOD_CORR is not wrong, nor is a GPU output that matches torch while
+    the file's CPU run does not (then the CPU run is what differs). These are what made a checker problem
+    'outside tolerance' while every corr read 1.000000."""
+    wrong = []
+    for sig, outs in (getattr(report, "signatures", None) or {}).items():
+        for name, e in outs.items():
+            judged = {lbl: c for lbl, c in e.get("vs_reference", {}).items() if lbl != "cpu"} or e.get("vs_cpu", {})
+            for lbl, c in judged.items():
+                if c.get("within_tolerance", True):
+                    continue
+                corr = c.get("corr")
+                if c.get("symptom") in ("nonfinite", "all_zero"):
+                    wrong.append(f"{sig}/{name} on {lbl}: {c['symptom'].replace('_', '-')}")
+                elif corr is None or corr < GOOD_CORR:
+                    wrong.append(f"{sig}/{name} on {lbl}: corr {'-' if corr is None else f'{corr:.6f}'}")
+    return wrong
+
+
+def quality(result: ConvertResult) -> tuple:
+    """A sortable score of a conversion: verdict first, then GPU residency, then the worst corr vs torch.
+
+    A FALLBACK file ranks as NUMERICS_FAIL only when a GPU output's numbers are wrong (`wrong_outputs`)."""
+    score = float(_SCORE.get(result.verdict, 0))
+    report = result.report
+    if result.verdict == "FALLBACK" and wrong_outputs(report):
+        score = _SCORE["NUMERICS_FAIL"]
+    res = getattr(report, "residency", None) or {}
+    frac = (res.get("gpu_ops") or 0) / res["total_ops"] if res.get("total_ops") else 0.0
+    return (score, round(frac, 4), round(_min_corr(report), 6) if report is not None else -1.0)
+
+
+def describe(result: ConvertResult) -> str:
+    score, frac, corr = quality(result)
+    parts = [result.verdict]
+    if score < float(_SCORE.get(result.verdict, 0)):      # demoted by quality(): say why, or the ranking reads wrong
+        parts.append(f"(wrong numbers: {'; '.join(wrong_outputs(result.report)[:2])})")
+    if frac:
+        parts.append(f"{frac:.0%} ops on GPU")
+    if corr > -1:
+        parts.append(f"min corr {corr:.6f}")
+    return " ".join(parts)
