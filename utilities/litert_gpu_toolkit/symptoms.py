@@ -276,10 +276,11 @@ SYMPTOMS: tuple[Symptom, ...] = (
     Symptom(
         id="recurrent",
         seen="nn.GRU without an initial state (batch > 1) compiles GPU-only and returns wrong numbers (fp16 and fp32)",
-        cause="The converter's lowering of a recurrent layer materialises a missing initial state as zeros and folds "
-              "them into constants that carry the batch axis ([1, B, H]); the desktop GPU miscomputes an ADD / MUL "
-              "of a runtime [B, F] tensor and a constant of the full [B, F] shape. Bidirectional layers also "
-              "reverse the sequence with REVERSE_V2.",
+        cause="The converter's lowering of nn.GRU materialises a missing initial state as zeros and folds them (with "
+              "the hidden bias) into a [1, B, H] constant operand of the first step's rank-2 [B, H] ADD / MUL. The "
+              "desktop GPU miscomputes an elementwise op whose constant operand spans a non-last axis: [B, H] + "
+              "C[1, B, H] is wrong even with equal rows, [B, H] + C[B, H] with unequal rows too; a [H] bias is "
+              "right. Bidirectional layers also reverse the sequence with REVERSE_V2.",
         rewrites=("patch_recurrent",),
         numeric="degraded",
         notes=("Measured on llvmpipe, ai-edge-litert 2.3.0: nn.GRU(8, 16) on [2, 5, 8], corr 0.994 (0.905 with "

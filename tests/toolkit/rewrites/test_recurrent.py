@@ -190,6 +190,31 @@ def test_patched_graph_has_no_wall_ops_and_no_batch_constants(tmp_path, kind, kw
 
 # ---------------------------------------------------------------------------------------------- GPU
 
+class ConstantOperand(nn.Module):
+    def __init__(self, c, shape):
+        super().__init__()
+        self.lin, self.shape = nn.Linear(6, c.shape[-1]), shape
+        self.register_buffer("c", c)
+
+    def forward(self, x):
+        return torch.sigmoid(self.lin(x).reshape(self.shape) + self.c)
+
+
+def test_the_gpu_miscomputes_constant_operands_that_span_a_non_last_axis(tmp_path, gpu):
+    """The mechanism behind the GRU wall (llvmpipe, ai-edge-litert 2.3.0, fp32): the folded zero state."""
+    torch.manual_seed(7)
+    row = torch.randn(16)
+    corr = {}
+    for name, c, shape in [("bias [H]", row, (2, 16)), ("C[1,B,H] equal rows", row.expand(1, 2, 16).clone(), (2, 16)),
+                           ("C[B,H] unequal rows", torch.randn(2, 16), (2, 16))]:
+        res = gpu_vs_torch(ConstantOperand(c, shape).eval(), (torch.randn(2, 6),), tmp_path / "c.tflite",
+                           enforce_f32=True)
+        assert res.ok, res.summary()
+        corr[name] = res.min_corr()
+    assert corr["bias [H]"] > 0.99999, corr
+    assert corr["C[1,B,H] equal rows"] < 0.99 and corr["C[B,H] unequal rows"] < 0.99, corr
+
+
 def test_plain_gru_without_initial_state_is_wrong_on_the_gpu(tmp_path, gpu):
     """The wall itself (llvmpipe, ai-edge-litert 2.3.0): strict GPU-only compiles, the numbers are off."""
     torch.manual_seed(0)

@@ -4,10 +4,10 @@ What the converter makes of them (litert-torch, ai-edge-litert 2.3.0, llvmpipe):
 and runs GPU-only (it unrolls the sequence itself; no SELECT, GATHER_ND, BROADCAST_TO or rank-5
 tensor), but
   * nn.GRU called without an initial state at batch > 1 returns wrong numbers, in fp16 and fp32
-    (corr 0.99 .. 0.90 on a [2, 5, 8] input): the lowering materialises the zero state and folds it
-    into constants that carry the batch axis ([1, B, H]); the desktop GPU miscomputes an elementwise
-    ADD / MUL between a runtime [B, F] tensor and a constant of the full [B, F] shape (a [F] bias
-    constant is fine);
+    (corr 0.99 .. 0.90 on a [2, 5, 8] input): the lowering materialises the zero state and folds it,
+    with the hidden bias, into a [1, B, H] constant operand of the first step's [B, H] ADD / MUL; the
+    desktop GPU miscomputes elementwise ops whose constant operand spans a non-last axis ([B, H] +
+    C[1, B, H] even with equal rows; [B, H] + C[B, H] with unequal rows); a [H] bias is right;
   * bidirectional layers reverse the sequence with REVERSE_V2 (a miscomputed op in other shapes:
     wall `reverse_v2`).
 `patch_recurrent` replaces each module with a form that has neither: the fixed number of steps T is
@@ -23,7 +23,11 @@ promised (and tested) is 1e-5, because torch's CPU kernels (MKL / oneDNN) may bl
 differently. Covered: batch_first, bidirectional, any num_layers, bias=False, LSTM proj_size,
 RNN tanh / relu, unbatched inputs, h0 / (h0, c0) given or not, inter-layer dropout (a no-op in eval).
 Left to the original module (kept, sharing the same parameters): PackedSequence inputs, and
-training mode with dropout > 0. T must be static (a dynamic time axis cannot be unrolled).
+training mode with dropout > 0. T must be static (a dynamic time axis cannot be unrolled). Not
+patched: a recurrent module that is the model's root (nothing to replace it in; wrap it), and
+subclasses (they may override forward). An initial state built in forward (torch.zeros(...)) is a
+constant the converter folds into a [B, 3H] operand with equal rows -- right on llvmpipe, but pass
+hx=None (or feed the state as an input) to keep batch-shaped constants out of the graph.
 Note for phones: a GRU / RNN's last step is an ADD that is both returned (h_n) and consumed (the
 output sequence) -- the `output_aliasing` pattern; `patch_output_aliasing` guards the outputs.
 """
