@@ -17,6 +17,8 @@ from .models import EVERY as ZOO
 from .rows import RunSummary, ZooRow, row_from_dict
 
 TIMEOUT_S = 1500.0
+NOT_RUN = "NOT_RUN"
+ALWAYS_PLAIN = os.environ.get("LITERT_ZOO_ALWAYS_PLAIN") == "1"     # plain for every row (twice the time)
 
 
 def _summarise(result, seconds: float) -> RunSummary:
@@ -36,9 +38,10 @@ def _summarise(result, seconds: float) -> RunSummary:
         residency = report.residency.get("line", "")
     note = ""
     if result.error:
+        line = getattr(result, "error_line", None)            # the toolkit's telling line, where it has one
         lines = [ln.strip() for ln in result.error.strip().splitlines() if ln.strip()]
         telling = [ln for ln in lines if "data-dependent" in ln or "guard" in ln.lower() or "Lowering not found" in ln]
-        note = (telling[0] if telling else lines[0] if lines else "conversion failed")[:300]
+        note = (line or (telling[0] if telling else lines[0] if lines else "conversion failed"))[:300]
     elif report is not None and not report.ok:
         note = report.summary[:300]
     kept = list(dict.fromkeys(c.rewrite for c in result.changes))
@@ -51,7 +54,8 @@ def _summarise(result, seconds: float) -> RunSummary:
 
 
 def run_one(name: str, workdir: Path) -> ZooRow:
-    """Build, convert plain and with rewrites, check; in this process."""
+    """Build, convert with the defaults and check; convert plain too when the defaults do not PASS (when they do,
+    plain cannot be better, and the row's plain column says "not run"). In this process."""
     from litert_gpu_toolkit import convert_for_gpu
 
     entry = ZOO[name]
@@ -63,7 +67,10 @@ def run_one(name: str, workdir: Path) -> ZooRow:
         row.error = f"build failed: {type(e).__name__}: {e}"[:400]
         return row
     row.params = sum(p.numel() for p in model.parameters())
-    for label in ("plain", "gpu"):
+    for label in ("gpu", "plain"):
+        if label == "plain" and row.gpu is not None and row.gpu.verdict == "PASS" and not ALWAYS_PLAIN:
+            row.plain = RunSummary(NOT_RUN, note="the defaults PASS: plain cannot be better")
+            continue
         t = time.perf_counter()
         try:
             result = convert_for_gpu(model, inputs, workdir / f"{name}_{label}.tflite", patches=label == "gpu")
