@@ -268,3 +268,7 @@ def test_convert_for_gpu_defaults_pass_on_lstm_and_gru(tmp_path, gpu, kind):
     result = convert_for_gpu(Tagger(kind), (torch.randn(2, 6, 6),), tmp_path / f"{kind}.tflite")
     assert result.ok and result.verdict == "PASS", result.summary()
     assert "patch_recurrent" in result.kept, result.summary()
+    if kind == "GRU":                 # before: the plain file runs GPU-only with wrong numbers, and says what to try
+        torch.manual_seed(5)
+        plain = convert_for_gpu(Tagger(kind), (torch.randn(2, 6, 6),), tmp_path / "plain.tflite", patches=False)
+        assert plain.verdict == "NUMERICS_FAIL" and "patch_recurrent" in plain.suggestions, plain.summary()
