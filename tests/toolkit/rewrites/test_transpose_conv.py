@@ -263,3 +263,95 @@ def test_bench_script_quick_smoke(tmp_path, gpu):
     for form in ("native", "zerostuff", "polyphase"):
         assert conv[form]["cpu"]["status"] == "ok" and conv[form]["gpu"]["status"] == "ok", conv[form]
     assert data["cases"][0]["macs"]["zerostuff"] == 4 * data["cases"][0]["macs"]["native"]
+
+
+# ------------------------------------------------------------------ functional F.conv_transpose1d / 2d
+
+FUNCTIONAL_SWEEP = [  # (nd, k, s, p, op, d, g, cin, cout)
+    (1, 4, 2, 3, 0, 1, 1, 4, 4),  # a 1-D UNet upsampler: k=4, s=2, padding 3 (fails to convert plainly)
+    (1, 3, 2, 1, 1, 1, 1, 3, 5),
+    (1, 5, 3, 0, 2, 2, 2, 6, 4),
+    (1, 7, 4, 3, 1, 1, 4, 4, 4),  # depthwise
+    (1, 1, 3, 0, 0, 1, 1, 2, 2),
+    (2, (3, 5), (2, 3), (1, 2), (1, 2), (1, 1), 2, 6, 4),
+    (2, 4, 2, 1, 0, 1, 1, 3, 2),
+    (2, 3, 2, 1, 1, 2, 1, 2, 3),
+    (2, 2, 2, 0, 0, 1, 6, 6, 6),
+    (2, (1, 3), (3, 1), 0, (2, 0), 1, 1, 4, 8),
+]
+
+
+@pytest.mark.parametrize("case", FUNCTIONAL_SWEEP, ids=lambda c: "-".join(map(str, c)))
+def test_functional_conv_transpose_is_exact_for_any_weight(case):
+    """The handler's polyphase form vs F.conv_transpose*d: bound 2e-6 of the output scale (fp32 rounding of
+    the same sums); the rank-4 weight transform equals `polyphase_weight` bit for bit."""
+    from litert_gpu_toolkit.rewrites.transpose_conv import conv_transpose_polyphase, polyphase_weight_rank4
+
+    nd, k, s, p, op, d, g, cin, cout = case
+    torch.manual_seed(3)
+    fn = nn.functional.conv_transpose1d if nd == 1 else nn.functional.conv_transpose2d
+    kernel = (k,) * nd if isinstance(k, int) else k
+    w = torch.randn(cin, cout // g, *kernel)
+    for bias in (None, torch.randn(cout)):
+        for size in (1, 6, 9):
+            x = torch.randn(2, cin, *([size] * nd)) * 2 - 0.5
+            try:
+                ref = fn(x, w, bias, s, p, op, g, d)
+            except RuntimeError:  # torch's own kernel refuses (empty output on oneDNN)
+                continue
+            if ref.numel() == 0:
+                assert conv_transpose_polyphase(x, w, bias, s, p, op, g, d) is NotImplemented
+                continue
+            out = conv_transpose_polyphase(x, w, bias, s, p, op, g, d)
+            assert out.shape == ref.shape and _rel_err(out, ref) < 2e-6, (case, size)
+            assert _rel_err(conv_transpose_polyphase(x[0], w, bias, s, p, op, g, d), ref[0]) < 2e-6  # unbatched
+    spec = ConvTSpec(nd, cin, cout, kernel, *[(v,) * nd if isinstance(v, int) else v for v in (s, p, op, d)], g)
+    from litert_gpu_toolkit.rewrites.transpose_conv import polyphase_weight
+
+    assert torch.equal(polyphase_weight_rank4(w, spec), polyphase_weight(w, spec, "channel"))
+
+
+class FunctionalUpsamplers(nn.Module):
+    """F.conv_transpose with weights built in forward: a per-channel 1-D kernel laid on the diagonal of a
+    [C, C, 4] weight (padding 3, stride 2), a 2-D weight computed from a second input (k3 s2 p1 op1), and a
+    depthwise 2-D upsampler whose weight is a parameter times 2."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("taps", torch.tensor([1.0, 3.0, 3.0, 1.0]) / 4)
+        self.dw = nn.Parameter(torch.randn(4, 1, 4, 4))
+        self.register_buffer("eye", torch.eye(4))  # torch.eye in forward leaves STABLEHLO_IOTA (interpreter fails)
+
+    def forward(self, a, x, z):
+        w1 = self.eye[:, :, None] * self.taps
+        up1 = nn.functional.conv_transpose1d(a, w1, stride=2, padding=3)
+        w2 = torch.tanh(z).reshape(4, 3, 3, 3)
+        up2 = torch.conv_transpose2d(x, w2, None, 2, 1, 1)
+        up3 = nn.functional.conv_transpose2d(x, self.dw * 2, torch.ones(4), stride=2, padding=1, groups=4)
+        return up1, up2, up3
+
+
+F_INPUTS = (torch.randn(1, 4, 16), torch.randn(1, 4, 6, 7), torch.randn(1, 108))
+
+
+def test_functional_conv_transpose_fails_to_convert_plainly(tmp_path):
+    with pytest.raises(Exception, match="legalize operation 'mhlo.convolution'"):
+        export_tflite(FunctionalUpsamplers(), F_INPUTS, tmp_path / "plain.tflite")
+
+
+def test_functional_conv_transpose_handler_runs_gpu_only(gpu, tmp_path):
+    from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
+
+    model = FunctionalUpsamplers().eval()
+    wrapped = GpuRewriteWrapper(model, include=["patch_conv_transpose"])
+    with torch.no_grad():
+        for out, ref in zip(wrapped(*F_INPUTS), model(*F_INPUTS)):
+            assert _rel_err(out, ref) < 2e-6
+    assert {c.rewrite for c in wrapped.changes} == {"patch_conv_transpose"}
+    res = gpu_vs_torch(wrapped, F_INPUTS, tmp_path / "functional.tflite")
+    hist = res.info.op_histogram()
+    assert "TRANSPOSE_CONV" not in hist and not res.info.high_rank_tensors(), hist
+    assert res.ok and res.run.gpu.cpu_ops in (None, 0), res.summary()
+    assert len(res.comparisons) == 3
+    for c in res.comparisons:
+        assert c.nonfinite == 0 and c.corr >= 0.999, res.summary()

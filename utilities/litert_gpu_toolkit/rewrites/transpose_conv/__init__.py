@@ -25,6 +25,12 @@ Two exact replacements, both plain stride-1 convolutions plus rank-4 reshapes / 
   ceil(kernel / stride); for kernel == stride it is a per-channel multiply) -- plus the interleave.
   `DepthwisePolyphaseConvT2d` / `DepthwisePolyphaseConvT1d` are that form (a `PolyphaseConvT*d`
   whose conv is depthwise); `patch_conv_transpose` uses it automatically.
+* The functional spelling `F.conv_transpose1d` / `F.conv_transpose2d` (= `torch.conv_transpose1d` / 2d),
+  often with a weight built in forward, is caught by a handler of the same rewrite name
+  (`patch_conv_transpose`, active inside `GpuRewriteWrapper`): the weight is rearranged into the
+  polyphase layout with rank <= 4 ops (constant 0/1 selection matmuls, transposes, reshapes), so a
+  constant-built weight folds and a runtime weight stays GPU-clean (CONV_2D with a runtime filter runs
+  on llvmpipe). See `functional.py`.
 
 Exactness: all forms compute the same sums of products as ConvTranspose, in a different order, so
 they agree to fp32 rounding (measured max relative error ~1e-6 of the output scale, bound
@@ -37,6 +43,7 @@ from __future__ import annotations
 
 from .patch import choose_form, patch_conv_transpose
 from .polyphase import (
+    polyphase_forward,
     polyphase_weight,
     PolyphaseConvT1d,
     PolyphaseConvT2d,
@@ -45,3 +52,4 @@ from .polyphase import (
 )
 from .spec import ConvTSpec, conv_transpose_macs, interleave_phases, zero_stuff, grouped_conv
 from .zero_stuff import ZeroStuffConvT1d, ZeroStuffConvT2d
+from .functional import conv_transpose_polyphase, polyphase_weight_rank4, selection_matrix

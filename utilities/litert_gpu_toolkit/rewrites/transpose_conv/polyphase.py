@@ -47,6 +47,34 @@ def polyphase_weight(weight: torch.Tensor, spec: ConvTSpec, order: str = "channe
     return w.permute(*perm).reshape(spec.out_channels * sh * sw, cig, mh, mw).contiguous()
 
 
+def polyphase_forward(x: torch.Tensor, weight: torch.Tensor, phase_bias: torch.Tensor | None,
+                      bias: torch.Tensor | None, spec: ConvTSpec, order: str, output_size=None) -> torch.Tensor:
+    """The transposed conv `spec` of x, given its polyphase conv weight (`polyphase_weight` layout, `order`),
+    the bias repeated per phase in the same order, and the plain bias (for rows past the kernel)."""
+    x, unbatched = _batched(x, spec.ndim)
+    op = _output_padding(spec, x, output_size)
+    in_size = tuple(x.shape[2:])
+    out_size = spec.out_size(in_size, op)
+    # Phase rows q = 0 .. n + m - 2 cover output positions q*s + r; keep only the rows the crop needs.
+    lo_rows = [min(m - 1, p // s) for m, p, s in zip(spec.taps, spec.padding, spec.stride)]
+    need_rows = [-(-(p + o) // s) - lo for p, o, s, lo in zip(spec.padding, out_size, spec.stride, lo_rows)]
+    in_pads = [(m - 1 - lo, min(m - 1, r + lo - n)) for m, lo, r, n in zip(spec.taps, lo_rows, need_rows, in_size)]
+    short = [r - (n + lo_p + hi_p - m + 1) for r, n, (lo_p, hi_p), m in zip(need_rows, in_size, in_pads, spec.taps)]
+    late_bias = any(v > 0 for v in short)                   # output_padding beyond the kernel: bias-only rows
+    values = {v for pr in in_pads for v in pr}
+    conv_pad = values.pop() if len(values) == 1 and min(values) > 0 else 0
+    if not conv_pad:
+        x = _pad_or_crop(x, in_pads)
+    z = grouped_conv(x, weight, None if late_bias else phase_bias, spec.groups, conv_pad)
+    y = interleave_phases(z, spec.stride, order)
+    crops = [(-(p - lo * s), 0) for p, lo, s in zip(spec.padding, lo_rows, spec.stride)]
+    y = _pad_or_crop(y, crops)
+    y = _pad_or_crop(y, [(0, o - n) for o, n in zip(out_size, y.shape[2:])])
+    if late_bias and bias is not None:
+        y = y + bias.reshape(-1, *([1] * spec.ndim))
+    return y.squeeze(0) if unbatched else y
+
+
 class _PolyphaseConvT(nn.Module):
     def __init__(self, spec: ConvTSpec, weight: torch.Tensor, bias: torch.Tensor | None):
         super().__init__()
@@ -62,29 +90,7 @@ class _PolyphaseConvT(nn.Module):
     from_conv_transpose = classmethod(lambda cls, m: _from_conv_transpose(cls, m))
 
     def forward(self, x: torch.Tensor, output_size=None) -> torch.Tensor:
-        spec = self.spec
-        x, unbatched = _batched(x, spec.ndim)
-        op = _output_padding(spec, x, output_size)
-        in_size = tuple(x.shape[2:])
-        out_size = spec.out_size(in_size, op)
-        # Phase rows q = 0 .. n + m - 2 cover output positions q*s + r; keep only the rows the crop needs.
-        lo_rows = [min(m - 1, p // s) for m, p, s in zip(spec.taps, spec.padding, spec.stride)]
-        need_rows = [-(-(p + o) // s) - lo for p, o, s, lo in zip(spec.padding, out_size, spec.stride, lo_rows)]
-        in_pads = [(m - 1 - lo, min(m - 1, r + lo - n)) for m, lo, r, n in zip(spec.taps, lo_rows, need_rows, in_size)]
-        short = [r - (n + lo_p + hi_p - m + 1) for r, n, (lo_p, hi_p), m in zip(need_rows, in_size, in_pads, spec.taps)]
-        late_bias = any(v > 0 for v in short)                   # output_padding beyond the kernel: bias-only rows
-        values = {v for pr in in_pads for v in pr}
-        conv_pad = values.pop() if len(values) == 1 and min(values) > 0 else 0
-        if not conv_pad:
-            x = _pad_or_crop(x, in_pads)
-        z = grouped_conv(x, self.weight, None if late_bias else self.phase_bias, spec.groups, conv_pad)
-        y = interleave_phases(z, spec.stride, self.order)
-        crops = [(-(p - lo * s), 0) for p, lo, s in zip(spec.padding, lo_rows, spec.stride)]
-        y = _pad_or_crop(y, crops)
-        y = _pad_or_crop(y, [(0, o - n) for o, n in zip(out_size, y.shape[2:])])
-        if late_bias and self.bias is not None:
-            y = y + self.bias.reshape(-1, *([1] * spec.ndim))
-        return y.squeeze(0) if unbatched else y
+        return polyphase_forward(x, self.weight, self.phase_bias, self.bias, self.spec, self.order, output_size)
 
     def extra_repr(self) -> str:
         return f"polyphase {self.spec.describe()}: {self.phases} phases, taps={_fmt(self.spec.taps)}"
