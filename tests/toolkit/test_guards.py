@@ -2,6 +2,7 @@
 line) when torch.export cannot trace them, and named precisely when specialising cannot help."""
 import warnings
 
+import pytest
 import torch
 from torch import nn
 
@@ -44,7 +45,8 @@ def test_record_and_replay_is_exact_on_the_example_input():
 
 
 def test_a_model_with_data_dependent_branches_converts_after_specialisation(tmp_path, gpu):
-    plain = convert_for_gpu(Branchy(), (X,), tmp_path / "p.tflite", check=False, patches=False)
+    with pytest.warns(UserWarning, match="specialised data-dependent branches"):
+        plain = convert_for_gpu(Branchy(), (X,), tmp_path / "p.tflite", check=False, patches=False)
     assert plain.specialised and plain.error is None        # plain conversion specialises too
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")

@@ -308,7 +308,7 @@ class _Job:
         log_path = path.with_name(path.name + ".convert.log")
         stage(f"converting ({label}{', ' + str(len(changes)) + ' module rewrites' if changes else ''})")
         try:
-            runnable = self._convert_specialising(litert_torch, runnable, path, log_path)
+            runnable, specialised = self._convert_specialising(litert_torch, runnable, path, log_path)
         except Exception as e:                               # noqa: BLE001 - reported, never swallowed as success
             result.error = error_text(e)
             result.path = None
@@ -319,7 +319,7 @@ class _Job:
             return result
         if isinstance(runnable, torch.nn.Module) and hasattr(runnable, "changes"):
             result.changes += [c for c in runnable.changes if c not in result.changes]
-        if hasattr(runnable, "lines"):
+        if specialised:
             result.specialised = runnable.lines()
             _warn_specialised(result.specialised)
         for name in self.parsed:
@@ -343,12 +343,13 @@ class _Job:
     def _convert_specialising(self, litert_torch, runnable, path: Path, log_path: Path):
         """Convert `runnable`; when torch.export fails on a data-dependent Python branch (single signature),
         convert again with each branch fixed to the example input's outcome (`specialise`). Returns what was
-        converted. Raises the conversion error, naming the guard's source line when specialising did not help."""
+        converted and whether it was specialised. Raises the conversion error, naming the guard's source line
+        when specialising did not help."""
         if not self.specialise:
             try:
                 with converter_output(log_path, verbose=self.verbose):
                     self._convert(litert_torch, runnable, path)
-                return runnable
+                return runnable, False
             except Exception as e:                           # noqa: BLE001 - re-raised below unless specialised
                 if not (is_data_dependent(error_text(e)) and len(self.parsed) == 1):
                     raise
@@ -367,7 +368,7 @@ class _Job:
                                        f"example input's outcome; that failed too: {telling_line(error_text(e))})")
             raise
         self.specialise = True                               # later attempts specialise at once
-        return special
+        return special, True
 
     def _convert(self, litert_torch, runnable, path: Path) -> None:
         if self.single and len(self.parsed) == 1 and self.signature_name == "serving_default":
