@@ -9,7 +9,8 @@ from torch.nn.utils.rnn import pack_padded_sequence
 
 from litert_gpu_toolkit.convert import apply_patches, convert_for_gpu
 from litert_gpu_toolkit.export import gpu_vs_torch
-from litert_gpu_toolkit.rewrites.recurrent import RTOL, ExplicitCell, UnrolledRNN, patch_recurrent
+from litert_gpu_toolkit.rewrites.recurrent import (RTOL, ExplicitGRUCell, UnrolledGRU, UnrolledLSTM, patch_recurrent,
+                                                   unrolled)
 
 from wall_checks import _close, _convert, _gpu_clean
 
@@ -87,12 +88,12 @@ CONFIGS = [(k, layers, bi, bf, bias, proj) for k, layers, bi, bf, bias, proj in 
 def test_unrolled_layer_matches_torch(kind, layers, bi, bf, bias, proj):
     torch.manual_seed(0)
     rnn = _make(kind, layers, bi, bf, bias, proj, dropout=0.25 if layers > 1 else 0.0).eval()
-    unrolled = UnrolledRNN(rnn).eval()
+    new = unrolled(copy.deepcopy(rnn)).eval()
     x = torch.randn(3, 4, 6) if bf else torch.randn(4, 3, 6)
     for args in [(x,), (x, _state(kind, rnn, (3,))), (x[0] if bf else x[:, 0],),
                  (x[0] if bf else x[:, 0], _state(kind, rnn, ()))]:      # batched / unbatched, with / without hx
         with torch.no_grad():
-            ref, got = _flat(rnn(*args)), _flat(unrolled(*args))
+            ref, got = _flat(rnn(*args)), _flat(new(*args))
         assert [r.shape for r in ref] == [g.shape for g in got]
         for g, r in zip(got, ref):
             assert _close(g, r, rel=RTOL), (kind, len(args))
@@ -105,7 +106,7 @@ def test_explicit_cell_matches_torch(kind):
         if nonlin == "relu" and kind != "RNNCell":
             continue
         cell = getattr(nn, kind)(6, 7, bias=bias, **({"nonlinearity": nonlin} if kind == "RNNCell" else {}))
-        new = ExplicitCell(cell)
+        new = unrolled(copy.deepcopy(cell))
         for batch in ((3,), ()):
             h = torch.randn(*batch, 7)
             hx = (h, torch.randn(*batch, 7)) if kind == "LSTMCell" else h
@@ -134,11 +135,14 @@ def test_patch_keeps_parameters_state_dict_and_the_rest_of_the_model():
     keys, ref = list(net.state_dict()), net(x)
     changes = patch_recurrent(net)
     assert [c.path for c in changes] == ["lstm", "cell"] and all(c.exact for c in changes)
-    assert type(net.sub) is MyLSTM and isinstance(net.lstm, UnrolledRNN) and isinstance(net.cell, ExplicitCell)
-    assert list(net.state_dict()) == keys
+    assert type(net.sub) is MyLSTM and type(net.lstm) is UnrolledLSTM and type(net.cell) is ExplicitGRUCell
+    assert isinstance(net.lstm, nn.LSTM) and list(net.state_dict()) == keys
     assert _close(net(x), ref, rel=RTOL)
-    twin = copy.deepcopy(net)
-    assert twin.lstm.weight_ih_l0 is twin.lstm._source.weight_ih_l0     # still shared after a copy
+    assert patch_recurrent(net) == [] and _close(copy.deepcopy(net)(x), ref, rel=RTOL)   # idempotent; copies
+    root = nn.GRU(6, 7)                                  # the model itself: its class is swapped in place
+    assert [c.path for c in patch_recurrent(root)] == [""] and type(root) is UnrolledGRU
+    with pytest.raises(TypeError):
+        unrolled(MyLSTM(3, 3))
     names = [c.rewrite for c in apply_patches(Net().eval(), (x,))]
     assert names.count("patch_recurrent") == 2                          # default-on
 
@@ -146,15 +150,15 @@ def test_patch_keeps_parameters_state_dict_and_the_rest_of_the_model():
 def test_packed_sequences_and_training_dropout_run_the_original_module():
     torch.manual_seed(2)
     rnn = nn.GRU(6, 7, num_layers=2, dropout=0.5, batch_first=True)
-    unrolled = UnrolledRNN(rnn).eval()
+    new = unrolled(copy.deepcopy(rnn)).eval()
     x = torch.randn(3, 5, 6)
     packed = pack_padded_sequence(x, torch.tensor([5, 3, 2]), batch_first=True)
-    out, h = unrolled(packed)
+    out, h = new(packed)
     ref_out, ref_h = rnn.eval()(packed)
     assert torch.equal(out.data, ref_out.data) and torch.equal(h, ref_h)
-    unrolled.train()
+    new.train()
     torch.manual_seed(3)
-    a = unrolled(x)[0]
+    a = new(x)[0]
     torch.manual_seed(3)
     assert torch.equal(a, rnn.train()(x)[0])                            # the same dropout draws
 

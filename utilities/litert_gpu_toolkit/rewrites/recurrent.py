@@ -10,7 +10,7 @@ tensor), but
     C[1, B, H] even with equal rows; [B, H] + C[B, H] with unequal rows); a [H] bias is right;
   * bidirectional layers reverse the sequence with REVERSE_V2 (a miscomputed op in other shapes:
     wall `reverse_v2`).
-`patch_recurrent` replaces each module with a form that has neither: the fixed number of steps T is
+`patch_recurrent` gives each module a forward that has neither: the fixed number of steps T is
 read from the input at trace time, each step is a FULLY_CONNECTED per weight matrix plus the gate
 math on rank-2 [B, F] tensors, the gates are slices (never chunk -> SPLIT), a reverse direction walks
 the steps backwards (slices, no REVERSE_V2), the outputs are one concatenation, and a missing initial
@@ -22,12 +22,13 @@ h' = (h - n) * z + n). Measured against torch in fp32: max |err| / max |ref| <= 
 promised (and tested) is 1e-5, because torch's CPU kernels (MKL / oneDNN) may block the matmuls
 differently. Covered: batch_first, bidirectional, any num_layers, bias=False, LSTM proj_size,
 RNN tanh / relu, unbatched inputs, h0 / (h0, c0) given or not, inter-layer dropout (a no-op in eval).
-Left to the original module (kept, sharing the same parameters): PackedSequence inputs, and
-training mode with dropout > 0. T must be static (a dynamic time axis cannot be unrolled). Not
-patched: a recurrent module that is the model's root (nothing to replace it in; wrap it), and
-subclasses (they may override forward). An initial state built in forward (torch.zeros(...)) is a
-constant the converter folds into a [B, 3H] operand with equal rows -- right on llvmpipe, but pass
-hx=None (or feed the state as an input) to keep batch-shaped constants out of the graph.
+The module keeps its object, class lineage (isinstance(m, nn.GRU) holds), parameters and
+state_dict: only its class is swapped for one whose forward is unrolled. Left to torch's own forward:
+PackedSequence inputs, and training mode with dropout > 0. T must be static (a dynamic time axis
+cannot be unrolled). Not patched: subclasses of these modules (they may override forward). An
+initial state built in forward (torch.zeros(...)) is a constant the converter folds into a [B, 3H]
+operand with equal rows -- right on llvmpipe, but pass hx=None (or feed the state as an input) to
+keep batch-shaped constants out of the graph.
 Note for phones: a GRU / RNN's last step is an ADD that is both returned (h_n) and consumed (the
 output sequence) -- the `output_aliasing` pattern; `patch_output_aliasing` guards the outputs.
 """
@@ -39,7 +40,6 @@ from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 
 from . import Change, register
-from .scoping import _replace_modules
 
 RTOL = 1e-5      # the promised bound: max |unrolled - torch| / max |torch| in fp32
 
@@ -85,46 +85,20 @@ def rnn_step(gi, h, w_hh, b_hh, relu: bool = False):
     return torch.relu(z) if relu else torch.tanh(z)
 
 
-def _shared(new: nn.Module, old: nn.Module, names) -> None:
-    """Register old's parameters on new under the same names (same objects: same state_dict keys)."""
-    for name in names:
-        value = getattr(old, name)
-        if isinstance(value, nn.Parameter):
-            new.register_parameter(name, value)
-        else:
-            setattr(new, name, value)
+class _Unrolled:
+    """Mixin for nn.LSTM / nn.GRU / nn.RNN: forward unrolled over the input's fixed length.
 
-
-class UnrolledRNN(nn.Module):
-    """nn.LSTM / nn.GRU / nn.RNN unrolled over the input's fixed length; same call, outputs and state_dict.
-
-    forward(input, hx=None) -> (output, h_n) or, for LSTM, (output, (h_n, c_n)), exactly as the source
-    module (shapes, batch_first, direction order in h_n, unbatched inputs). See the module docstring
-    for the exactness bound (max rel err <= 1e-5 in fp32) and what is left to the original module.
+    Mixed into the module's own class (`unrolled(m)` swaps it in place), so the parameters, the
+    state_dict, the attributes and isinstance(m, nn.LSTM) all stay the module's own. forward(input,
+    hx=None) returns what torch returns -- (output, h_n), for LSTM (output, (h_n, c_n)) -- with the
+    same shapes, batch_first, direction order in h_n and unbatched inputs; PackedSequence inputs and
+    training mode with dropout > 0 run torch's own forward. Bound: see the module docstring.
     """
-
-    def __init__(self, rnn: nn.RNNBase):
-        super().__init__()
-        self.mode = rnn.mode
-        for attr in ("input_size", "hidden_size", "num_layers", "bias", "batch_first", "dropout", "bidirectional"):
-            setattr(self, attr, getattr(rnn, attr))
-        self.proj_size = getattr(rnn, "proj_size", 0)
-        self._flat_weights_names = list(rnn._flat_weights_names)
-        _shared(self, rnn, self._flat_weights_names)
-        self.__dict__["_source"] = rnn          # not a submodule: PackedSequence / training-dropout calls
-
-    def flatten_parameters(self) -> None:      # models call it in forward; nothing to flatten here
-        return None
-
-    def extra_repr(self) -> str:
-        return (f"{self.mode}({self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
-                f"bidirectional={self.bidirectional}, batch_first={self.batch_first}"
-                + (f", proj_size={self.proj_size}" if self.proj_size else "") + ")")
 
     def _weights(self, layer: int, reverse: bool):
         sfx = f"_l{layer}" + ("_reverse" if reverse else "")
-        get = lambda n: getattr(self, n + sfx, None)      # noqa: E731
-        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh"), get("weight_hr")
+        return tuple(getattr(self, n + sfx, None) for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh",
+                                                              "weight_hr"))
 
     def _run(self, steps, h, c, weights, reverse: bool):
         w_ih, w_hh, b_ih, b_hh, w_hr = weights
@@ -142,8 +116,7 @@ class UnrolledRNN(nn.Module):
 
     def forward(self, input, hx=None):
         if isinstance(input, PackedSequence) or (self.training and self.dropout > 0 and self.num_layers > 1):
-            self._source.train(self.training)
-            return self._source(input, hx)
+            return super().forward(input, hx)
         lstm = self.mode == "LSTM"
         batched = input.dim() == 3
         h0, c0 = (hx if lstm else (hx, None)) if hx is not None else (None, None)
@@ -175,29 +148,16 @@ class UnrolledRNN(nn.Module):
         return (output, (h_out, c_out)) if lstm else (output, h_out)
 
 
-class ExplicitCell(nn.Module):
-    """nn.LSTMCell / nn.GRUCell / nn.RNNCell as explicit gates (slices, zero state used as zero).
+class _Explicit:
+    """Mixin for nn.LSTMCell / nn.GRUCell / nn.RNNCell: the gates spelt out (slices, zero state as zero).
 
-    forward(input, hx=None) returns what the source cell returns ((h', c') for LSTMCell), batched
-    [B, F] or unbatched [F]. Same parameters (shared) and state_dict keys; bound as in the module
-    docstring (max rel err <= 1e-5 in fp32).
+    forward(input, hx=None) returns what torch returns ((h', c') for LSTMCell), batched [B, F] or
+    unbatched [F]; the module keeps its parameters and class (see `_Unrolled`). Bound: module docstring.
     """
-
-    def __init__(self, cell: nn.RNNCellBase):
-        super().__init__()
-        self.kind = {nn.LSTMCell: "LSTM", nn.GRUCell: "GRU"}.get(type(cell)) or \
-            ("RNN_RELU" if getattr(cell, "nonlinearity", "tanh") == "relu" else "RNN_TANH")
-        self.input_size, self.hidden_size, self.bias = cell.input_size, cell.hidden_size, cell.bias
-        if hasattr(cell, "nonlinearity"):
-            self.nonlinearity = cell.nonlinearity
-        _shared(self, cell, ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
-
-    def extra_repr(self) -> str:
-        return f"{self.kind}Cell({self.input_size}, {self.hidden_size}, bias={self.bias})"
 
     def forward(self, input, hx=None):
         batched = input.dim() == 2
-        lstm = self.kind == "LSTM"
+        lstm = isinstance(self, nn.LSTMCell)
         h, c = (hx if lstm else (hx, None)) if hx is not None else (None, None)
         if not batched:
             input = input.unsqueeze(0)
@@ -206,36 +166,80 @@ class ExplicitCell(nn.Module):
         gi = F.linear(input, self.weight_ih, self.bias_ih)
         if lstm:
             h, c = lstm_step(gi, h, c, self.weight_hh, self.bias_hh)
-        elif self.kind == "GRU":
+        elif isinstance(self, nn.GRUCell):
             h = gru_step(gi, h, self.weight_hh, self.bias_hh)
         else:
-            h = rnn_step(gi, h, self.weight_hh, self.bias_hh, relu=self.kind == "RNN_RELU")
+            h = rnn_step(gi, h, self.weight_hh, self.bias_hh, relu=self.nonlinearity == "relu")
         if not batched:
             h = h.squeeze(0)
             c = None if c is None else c.squeeze(0)
         return (h, c) if lstm else h
 
 
-_RNNS = (nn.LSTM, nn.GRU, nn.RNN)
-_CELLS = (nn.LSTMCell, nn.GRUCell, nn.RNNCell)
+class UnrolledLSTM(_Unrolled, nn.LSTM):
+    """nn.LSTM, unrolled (`_Unrolled`)."""
 
 
-def _recurrent_module(m: nn.Module):
-    if type(m) in _RNNS:
-        new = UnrolledRNN(m)
-        return new, f"{new.extra_repr()} -> unrolled steps (rank-2 gates, slices, no zero-state constants)"
-    if type(m) in _CELLS:
-        new = ExplicitCell(m)
-        return new, f"{new.extra_repr()} -> explicit gates (slices, no zero-state constants)"
-    return None
+class UnrolledGRU(_Unrolled, nn.GRU):
+    """nn.GRU, unrolled (`_Unrolled`)."""
+
+
+class UnrolledRNN(_Unrolled, nn.RNN):
+    """nn.RNN (tanh or relu), unrolled (`_Unrolled`)."""
+
+
+class ExplicitLSTMCell(_Explicit, nn.LSTMCell):
+    """nn.LSTMCell with explicit gates (`_Explicit`)."""
+
+
+class ExplicitGRUCell(_Explicit, nn.GRUCell):
+    """nn.GRUCell with explicit gates (`_Explicit`)."""
+
+
+class ExplicitRNNCell(_Explicit, nn.RNNCell):
+    """nn.RNNCell with explicit gates (`_Explicit`)."""
+
+
+SWAPS = {nn.LSTM: UnrolledLSTM, nn.GRU: UnrolledGRU, nn.RNN: UnrolledRNN,
+         nn.LSTMCell: ExplicitLSTMCell, nn.GRUCell: ExplicitGRUCell, nn.RNNCell: ExplicitRNNCell}
+
+
+def unrolled(module: nn.Module) -> nn.Module:
+    """Swap an nn.LSTM / GRU / RNN / LSTMCell / GRUCell / RNNCell (exact type) to its GPU-clean class, in place.
+
+    The object, its parameters and its state_dict are unchanged; only forward differs (exact to the
+    module docstring's bound). Returns the module. Raises TypeError for any other type (a subclass
+    may override forward, so it is not swapped).
+    """
+    cls = SWAPS.get(type(module))
+    if cls is None:
+        raise TypeError(f"unrolled() takes nn.LSTM / GRU / RNN or their cells, not {type(module).__name__}")
+    module.__class__ = cls
+    return module
+
+
+def _what(m: nn.Module) -> str:
+    if isinstance(m, nn.RNNBase):
+        return (f"{type(m).__name__}({m.input_size}, {m.hidden_size}, num_layers={m.num_layers}, "
+                f"bidirectional={m.bidirectional}, batch_first={m.batch_first}"
+                + (f", proj_size={m.proj_size}" if getattr(m, "proj_size", 0) else "")
+                + ") -> unrolled steps (rank-2 gates, slices, no zero-state constants)")
+    return f"{type(m).__name__}({m.input_size}, {m.hidden_size}) -> explicit gates (slices, no zero-state constants)"
 
 
 @register("patch_recurrent", wall="recurrent")
 def patch_recurrent(model: nn.Module) -> list[Change]:
-    """nn.LSTM / GRU / RNN -> `UnrolledRNN`; nn.LSTMCell / GRUCell / RNNCell -> `ExplicitCell` (wall `recurrent`).
+    """nn.LSTM / GRU / RNN -> unrolled steps; nn.LSTMCell / GRUCell / RNNCell -> explicit gates (wall `recurrent`).
 
-    Exact module types only (a subclass may override forward). Default-on and exact: max |err| /
-    max |torch| <= 1e-5 in fp32 (measured <= 1e-6). PackedSequence inputs and training-mode dropout run
-    the original module unchanged.
+    Each module of exactly one of those types -- the model itself included -- gets its class swapped in
+    place (`unrolled`): same object, parameters and state_dict. Subclasses are left alone (they may
+    override forward). Default-on and exact: max |err| / max |torch| <= 1e-5 in fp32 (measured <= 4e-7).
+    PackedSequence inputs and training-mode dropout run torch's own forward.
     """
-    return _replace_modules(model, _recurrent_module, "patch_recurrent")
+    changes = []
+    for path, m in list(model.named_modules()):
+        if type(m) in SWAPS:
+            what = _what(m)
+            unrolled(m)
+            changes.append(Change(path, what, "patch_recurrent", True))
+    return changes
