@@ -127,3 +127,12 @@ def test_a_real_stft_failure_names_the_users_line(tmp_path):
     assert result.verdict == "CONVERT_FAIL"
     assert "test_error_lines.py" in result.error_line and "torch.stft(" in result.error_line, result.error_line
     assert "ConvSTFT" in result.suggestions and "Use tlparse" not in result.summary()
+
+
+def test_numeric_suggestions_name_only_norms_the_model_has():
+    from litert_gpu_toolkit.symptoms import for_numeric
+
+    degraded = suggestions(for_numeric("degraded"), {"Module", "Sequential", "Conv1d", "ReLU"})
+    assert "bisect" in degraded and not {"patch_safe_layernorm", "patch_instance_norm", "patch_group_norm"} & set(
+        degraded)
+    assert "patch_instance_norm" in suggestions(for_numeric("degraded"), {"InstanceNorm2d", "_InstanceNorm"})

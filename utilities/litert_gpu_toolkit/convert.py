@@ -338,7 +338,7 @@ class _Job:
 
     @property
     def module_types(self) -> set[str]:
-        return {type(m).__name__ for m in self.model.modules()}
+        return {c.__name__ for m in self.model.modules() for c in type(m).__mro__}
 
     def _convert_specialising(self, litert_torch, runnable, path: Path, log_path: Path):
         """Convert `runnable`; when torch.export fails on a data-dependent Python branch (single signature),

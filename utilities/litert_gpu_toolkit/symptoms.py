@@ -323,12 +323,14 @@ NEEDS_MODULE: dict[str, tuple[str, ...]] = {
     "PolyphaseConvT1d": ("ConvTranspose1d",), "ZeroStuffConvT1d": ("ConvTranspose1d",),
     "PolyphaseConvT2d": ("ConvTranspose2d",), "ZeroStuffConvT2d": ("ConvTranspose2d",),
     "pixelshuffle_to_conv_transpose": ("PixelShuffle",),
+    "patch_safe_layernorm": ("LayerNorm",), "patch_instance_norm": ("_InstanceNorm",),
+    "patch_group_norm": ("GroupNorm",),
 }
 
 
 def applicable(names, module_types=None) -> list[str]:
     """`names` without the rewrites that replace a module type the model does not hold (module_types: the
-    class names of the model's modules; None keeps every name)."""
+    class names of the model's modules and of their base classes; None keeps every name)."""
     if module_types is None:
         return list(names)
     return [n for n in names if n not in NEEDS_MODULE or set(NEEDS_MODULE[n]) & set(module_types)]
