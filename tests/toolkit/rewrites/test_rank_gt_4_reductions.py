@@ -1,0 +1,84 @@
+"""lower_rank_views on computations over a rank-5 view: reductions, softmax and elementwise maps (ResNeSt's split
+attention is the model that met it: RESHAPE and SUM "Tensor dimensions must be less than 5" on the CPU).
+
+Three checks, as every rewrite gets: (1) the wrapped module equals the original in torch (bit-exact here, the
+bound is fp32 summation order); (2) no rank > 4 tensor is left in the converted graph; (3) the strict GPU-only run
+matches torch."""
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("litert_torch")
+import torch.nn as nn
+import torch.nn.functional as F
+
+from litert_gpu_toolkit import convert_for_gpu
+from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.rewrites.rank_gt_4 import lower_rank_views
+
+from wall_checks import _convert, _gpu_clean  # tests/toolkit/rewrites/wall_checks.py
+
+
+class SplitAttention(nn.Module):
+    """The ResNeSt split-attention pattern: a (B, radix, C, H, W) view summed over radix, a radix softmax."""
+
+    def __init__(self, c=16, radix=2):
+        super().__init__()
+        self.radix = radix
+        self.conv = nn.Conv2d(c, c * radix, 3, padding=1)
+        self.fc1, self.fc2 = nn.Conv2d(c, 8, 1), nn.Conv2d(8, c * radix, 1)
+
+    def forward(self, x):
+        x = self.conv(x)
+        b, rc, h, w = x.shape
+        x = x.reshape((b, self.radix, rc // self.radix, h, w))
+        gap = x.sum(dim=1).mean((2, 3), keepdim=True)
+        attn = self.fc2(F.relu(self.fc1(gap))).view(b, 1, self.radix, -1).transpose(1, 2)
+        attn = F.softmax(attn, dim=1).reshape(b, -1)
+        return (x * attn.reshape((b, self.radix, rc // self.radix, 1, 1))).sum(dim=1)
+
+
+def _five(x):
+    return x.reshape(1, 2, 8, 8, 8)
+
+
+CASES = {
+    "split_attention": (SplitAttention(), None),
+    "softmax_rank5": (None, lambda x: (torch.softmax(_five(x), dim=1) * _five(x)).sum(1)),   # attention-weighted
+    "map_then_amax": (None, lambda x: torch.sigmoid(_five(x)).amax(dim=1) + F.gelu(_five(x)).mean(1)),
+    "keepdim_sum": (None, lambda x: _five(x).sum(dim=(1, 2), keepdim=True).reshape(1, 8, 8)),
+}
+
+
+def _module(name):
+    from torch_helpers import Fn
+
+    module, fn = CASES[name]
+    return (module if module is not None else Fn(fn)).eval()
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bit_exact_in_torch_and_rank4_in_the_graph(name, tmp_path):
+    torch.manual_seed(0)
+    model, x = _module(name), torch.randn(1, 16, 8, 8)
+    wrapped = lower_rank_views(model)
+    with torch.no_grad():
+        assert torch.equal(wrapped(x), model(x))
+    assert {c.rewrite for c in wrapped.changes} == {"lower_rank_views"}
+    plain = _convert(model, (x,), tmp_path / "plain.tflite")
+    assert plain.high_rank_tensors(), "the original must have a rank > 4 tensor, or this test proves nothing"
+    assert not _convert(wrapped, (x,), tmp_path / "wrapped.tflite").high_rank_tensors()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["split_attention", "softmax_rank5"])
+def test_strict_gpu_matches_torch(gpu, name, tmp_path):
+    torch.manual_seed(0)
+    _gpu_clean(lower_rank_views(_module(name)), (torch.randn(1, 16, 8, 8),), tmp_path / "m.tflite")
+
+
+@pytest.mark.gpu
+def test_convert_for_gpu_defaults_pass_on_split_attention(gpu, tmp_path):
+    torch.manual_seed(0)
+    result = convert_for_gpu(_module("split_attention"), (torch.randn(1, 16, 8, 8),), tmp_path / "m.tflite")
+    assert result.ok, result.summary()
+    assert not read_model_info(result.path).high_rank_tensors()
