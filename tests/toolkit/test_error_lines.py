@@ -123,7 +123,7 @@ class Stft(nn.Module):
 
 
 def test_a_real_stft_failure_names_the_users_line(tmp_path):
-    result = convert_for_gpu(Stft(), (torch.randn(1, 256),), tmp_path / "s.tflite", check=False)
+    result = convert_for_gpu(Stft(), (torch.randn(1, 256),), tmp_path / "s.tflite", check=False, patches=False)
     assert result.verdict == "CONVERT_FAIL"
     assert "test_error_lines.py" in result.error_line and "torch.stft(" in result.error_line, result.error_line
     assert "ConvSTFT" in result.suggestions and "Use tlparse" not in result.summary()

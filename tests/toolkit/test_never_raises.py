@@ -186,3 +186,34 @@ def test_an_error_in_the_checker_is_a_result(tmp_path, monkeypatch):
         convert_for_gpu(KeywordOnly(), (X,), tmp_path / "c.tflite", exclude=["fold_parametrization"])
     assert convert_for_gpu(KeywordOnly(), (X,), tmp_path / "d.tflite", kwargs={"gain": torch.ones(1, 4, 1)},
                            check=False, exclude=["fold_parametrizations"]).verdict == "UNCHECKED"
+
+
+class SpareWeightNorm(nn.Module):
+    """A weight-normed layer forward never calls keeps its non-leaf weight from weight_norm() itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.used = nn.Conv1d(4, 4, 1)
+        self.spare = _old_weight_norm(nn.Conv1d(4, 4, 1))
+
+    def forward(self, x):
+        return self.used(x)
+
+
+def test_a_non_leaf_hook_weight_is_copied_and_the_original_kept():
+    import copy
+
+    model = SpareWeightNorm()
+    weight = model.spare.weight
+    assert weight.grad_fn is not None
+    with pytest.raises(RuntimeError, match="graph leaves"):
+        copy.deepcopy(model)
+    clone = copy_model(model)
+    assert model.spare.weight is weight                              # nothing set aside or replaced
+    assert torch.equal(clone.spare.weight, weight.detach()) and clone.spare.weight.grad_fn is None
+
+
+def test_convert_for_gpu_copies_a_model_plain_deepcopy_refuses(tmp_path):
+    result = convert_for_gpu(SpareWeightNorm(), (X,), tmp_path / "spare.tflite", check=False)
+    assert result.verdict == "UNCHECKED" and result.path.exists(), result.summary()
+    assert [c.path for c in result.changes if c.rewrite == "fold_parametrizations"] == ["spare"]

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .convert_result import ConvertResult, describe, np_tree, quality  # noqa: F401 - public API, re-exported
+from .convert_result import STAGES, ConvertResult, describe, np_tree, quality  # noqa: F401 - re-exported
 from .error_lines import telling_line, user_frame
 from .quiet import converter_output, quiet_import_litert_torch, stage
 from .rewrites.apply import apply_patches, split_example_inputs  # public API, re-exported
@@ -237,7 +237,7 @@ class _Job:
                 result.error += ("\n(convert_for_gpu rewrites a deep copy of the model; inplace=True rewrites "
                                  "the model itself)")
             self.log.append(f"{label}: {result.verdict} ({self.stage})")
-            stage(f"{label}: {result.verdict} while {self.stage}ing: {result.error_line}")
+            stage(f"{label}: {result.verdict} while {STAGES[self.stage]}: {result.error_line}")
             return result
 
     def _copy(self):

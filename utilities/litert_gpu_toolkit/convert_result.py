@@ -65,7 +65,7 @@ class ConvertResult:
     def summary(self) -> str:
         lines = [f"{self.verdict}: {self.path or '-'}"]
         if self.error:
-            what = "conversion failed" if self.stage == "convert" else f"failed while {_STAGES.get(self.stage)}"
+            what = "conversion failed" if self.stage == "convert" else f"failed while {STAGES.get(self.stage)}"
             lines.append(f"  {what}: {self.error_line}")
             if self.log_path is not None:
                 lines.append(f"  converter output: {self.log_path}")
@@ -88,7 +88,7 @@ class ConvertResult:
         return "\n".join(lines)
 
 
-_STAGES = {"run": "running the model in torch on the example inputs", "copy": "copying the model",
+STAGES = {"run": "running the model in torch on the example inputs", "copy": "copying the model",
            "rewrite": "rewriting the model", "check": "checking the converted file", "convert": "converting"}
 
 
