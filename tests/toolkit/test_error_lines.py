@@ -136,3 +136,18 @@ def test_numeric_suggestions_name_only_norms_the_model_has():
     assert "bisect" in degraded and not {"patch_safe_layernorm", "patch_instance_norm", "patch_group_norm"} & set(
         degraded)
     assert "patch_instance_norm" in suggestions(for_numeric("degraded"), {"InstanceNorm2d", "_InstanceNorm"})
+
+
+def test_a_refused_op_and_a_log_that_says_more():
+    from litert_gpu_toolkit.error_lines import with_log
+
+    t = telling("ValueError: Failed to run converter passes: loc(x): error: 'tf.RFFT' op is neither a custom op nor a "
+                "flex op\nUse tlparse to see full graph.")
+    assert t.kind == "refused_op" and t.op == "tf.RFFT"
+    generic = "RuntimeError: conversion failed\nFor more information, run with TORCH_LOGS=\"+dynamo\""
+    assert telling_line(generic) == "RuntimeError: conversion failed"
+    assert with_log(generic, LOWERING).endswith("no lowering for aten.linalg_matrix_exp.default (Lowering not found) "
+                                                "(at /work/main/.venv/lib/python3.11/site-packages/torch/nn/utils/"
+                                                "parametrizations.py:91 in forward: Q = torch.matrix_exp(A))")
+    assert with_log(LOWERING, STFT) == LOWERING                 # a specific error keeps its own line
+    assert "no lowering for aten.linalg_matrix_exp" in telling_line(with_log(generic, LOWERING))

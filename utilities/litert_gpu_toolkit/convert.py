@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .convert_result import STAGES, ConvertResult, describe, np_tree, quality  # noqa: F401 - re-exported
-from .error_lines import telling_line, user_frame
+from .error_lines import telling_line, user_frame, with_log
 from .quiet import converter_output, quiet_import_litert_torch, stage
 from .rewrites.apply import apply_patches, split_example_inputs  # public API, re-exported
 from .rewrites.registry import (PATCHES, Change, check_names, functional_selection, known_rewrites,  # noqa: F401
@@ -310,7 +310,8 @@ class _Job:
         try:
             runnable, specialised = self._convert_specialising(litert_torch, runnable, path, log_path)
         except Exception as e:                               # noqa: BLE001 - reported, never swallowed as success
-            result.error = error_text(e)
+            log = log_path.read_text(errors="replace")[-200_000:] if log_path.exists() and not self.verbose else None
+            result.error = with_log(error_text(e), log)
             result.path = None
             result.log_path = None if self.verbose else log_path
             result.suggestions = suggestions(for_log(result.error, stage="convert"), self.module_types)

@@ -39,7 +39,7 @@ _CAUSED_BY = re.compile(r"Caused by: \((\S+?):(\d+) in (\S+)\)")
 @dataclass(frozen=True)
 class Telling:
     kind: str                    # missing_lowering / not_legalized / data_dependent_guard / unsupported_type /
-    #                              refused_op / error
+    #                              refused_op / from_log (a converter-log line) / error
     line: str                    # what failed, one line
     op: str | None = None        # the op it names, when it names one
     source: str | None = None    # 'file:line in fn: code' of the user's code (or the deepest frame)
@@ -95,11 +95,26 @@ def telling(text: str) -> Telling:
         op = producer.group(1).lstrip("_") if producer else None
         tail = f" (produced by {producer.group(1)})" if producer else ""
         return Telling("unsupported_type", f"unsupported element type {m.group(1)}{tail}", op, source)
+    m = re.search(r"'([\w.]+)' op is neither a custom op nor a flex op", text)
+    if m:
+        return Telling("refused_op", f"'{m.group(1)}' is not a TFLite builtin op (neither a custom nor a flex op)",
+                       m.group(1), source)
     m = re.search(r"^.*\b((?:op|operator|operation)\b.{0,80}\bnot supported|[Uu]nsupported op\w*:?.{0,80}|"
                   r"NotImplementedError: .{0,200})$", text, re.M)
     if m:
         return Telling("refused_op", m.group(0).strip()[:300], None, source)
+    m = re.search(r"^\(converter log\) (.+)$", text, re.M)     # added by `with_log`
+    if m:
+        return Telling("from_log", m.group(1)[:400])
     return Telling("error", _first_line(text)[:300], None, source)
+
+
+def with_log(error: str, log: str | None) -> str:
+    """`error`, plus the converter log's telling line when the error alone names nothing specific."""
+    if not log or telling(error).kind != "error":
+        return error
+    found = telling(log)
+    return error if found.kind == "error" else f"{error}\n(converter log) {found}"
 
 
 def telling_line(text: str) -> str:
