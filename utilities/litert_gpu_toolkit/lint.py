@@ -222,20 +222,19 @@ def lint_for_mobile(model: str | os.PathLike | bytes | ModelInfo) -> list[LintFi
                     )
                 )
 
-        # masked attention: ADD(BATCH_MATMUL result, mask with a size-1 head axis)
+        # masked attention: ADD(BATCH_MATMUL result, mask with a size-1 head axis); the scores may pass
+        # through the RESHAPE / TRANSPOSE (and scalar scaling) litert-torch puts between the two
         if name == "ADD" and len(ins) == 2 and op.outputs:
+            out_t = info.tensor(op.outputs[0], sg)
             for a, b in ((ins[0], ins[1]), (ins[1], ins[0])):
-                prod = producers.get(a)
                 ta, tb = info.tensor(a, sg), info.tensor(b, sg)
-                out_t = info.tensor(op.outputs[0], sg)
                 if (
-                    prod is not None
-                    and prod.op == "BATCH_MATMUL"
-                    and tb.rank == 4
+                    tb.rank == 4
                     and tb.shape[1] == 1
                     and out_t.rank == 4
                     and out_t.shape[1] > 1
                     and ta.rank >= 3
+                    and scores_source(info, a, sg, producers) is not None
                 ):
                     findings.append(
                         _finding(
@@ -265,6 +264,35 @@ def lint_for_mobile(model: str | os.PathLike | bytes | ModelInfo) -> list[LintFi
 
     findings += _folded_constants(info)
     return findings
+
+
+# ops between an attention BATCH_MATMUL and the mask ADD that keep the scores' values: views, and scaling
+# by a constant scalar (the 1/sqrt(d) that litert-torch may leave after the matmul)
+_SCORE_VIEWS = {"RESHAPE", "TRANSPOSE", "SQUEEZE", "EXPAND_DIMS"}
+_SCORE_SCALES = {"MUL", "DIV"}
+
+
+def scores_source(info: ModelInfo, tensor: int, sg: int, producers: dict | None = None, depth: int = 8):
+    """The BATCH_MATMUL op whose result `tensor` is, through views and scalar scaling; None otherwise."""
+    producers = info.producers(sg) if producers is None else producers
+    for _ in range(depth):
+        prod = producers.get(tensor)
+        if prod is None:
+            return None
+        if prod.op == "BATCH_MATMUL":
+            return prod
+        data = [t for t in prod.inputs if t >= 0]
+        if prod.op in _SCORE_VIEWS and data:
+            tensor = data[0]
+        elif prod.op in _SCORE_SCALES and len(data) == 2:
+            runtime = [t for t in data if not _is_const(info, t, sg)]
+            scalars = [t for t in data if _is_const(info, t, sg) and int(np.prod(info.tensor(t, sg).shape)) == 1]
+            if len(runtime) != 1 or len(scalars) != 1 or (prod.op == "DIV" and data[0] != runtime[0]):
+                return None
+            tensor = runtime[0]
+        else:
+            return None
+    return None
 
 
 _ELEMENTWISE = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW"}

@@ -1,4 +1,8 @@
-"""Opt-in, approximate: HF's finfo.min attention-mask fill as -1e4 without SELECT (fp16 overflow to -inf).
+"""HF's finfo.min attention-mask fill without SELECT and without a NaN on the fp16 GPU.
+
+`patch_mask_fill_exact` (default on, exact): `torch.where(cond, a, c)` with a constant c beyond fp16's
+range as a SELECT-free form whose c term is `clamp(log(m), min=c)` -- never a product with c.
+`patch_mask_fill_fp16` (opt-in, approximate): the same fill as -1e4.
 """
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from torch import nn
 from .. import Change, register
 from ..functional import HANDLERS
 from ..scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
+from ..gather_nd.index_math import value_of
 from ..select import arith_where
 
 
@@ -39,8 +44,66 @@ def _mask_fill_handler(cond, input=None, other=None, *, out=None):
         return NotImplemented
 
 
+def _big(value) -> float | None:
+    """A finite constant beyond fp16's range (HF's finfo(float32).min), else None."""
+    c = _scalar_value(value)
+    return c if c is not None and math.isfinite(c) and abs(c) > FP16_MAX else None
+
+
+def _fill_term(selected: torch.Tensor, c: float) -> torch.Tensor:
+    """c where `selected` (0. / 1.) is 1, 0 elsewhere, by clamping a log: log(1) = 0 and log(0) = -inf,
+    so clamp(log(selected), min=c) is 0 / c for c < 0 (and the negation for c > 0). No product with c:
+    on the fp16 GPU, c is -inf and the masked scores become -inf, which softmax maps to 0 as in fp32."""
+    off = torch.log(1 - selected)                    # -inf where selected, 0 elsewhere
+    return torch.clamp(off, min=c) if c < 0 else torch.clamp(-off, max=c)
+
+
+def mask_fill_exact(cond: torch.Tensor, input, other) -> torch.Tensor:
+    """`torch.where(cond, input, other)` where one branch is a finite constant beyond +/-65504: the other
+    branch by `arith_where` (with 0 for the big one), plus `_fill_term`. Exact: each output is the selected
+    value plus an exact 0 (a -0 may come back as +0)."""
+    a, b = _big(input), _big(other)
+    if (a is None) == (b is None):
+        raise ValueError("exactly one branch must be a constant beyond fp16's range")
+    dtype = torch.result_type(input, other)
+    m = (cond if cond.dtype == torch.bool else cond != 0).to(dtype)
+    rest = arith_where(cond, 0.0 if a is not None else input, 0.0 if b is not None else other)
+    big = _fill_term(m, a) if a is not None else _fill_term(1 - m, b)
+    return (rest + big).to(dtype)
+
+
+def _static(*values) -> bool:
+    """Every tensor among `values` depends on no input: `patch_fold_index_math` makes the result a constant."""
+    return all(value_of(v) is not None for v in values if isinstance(v, torch.Tensor))
+
+
+def _mask_fill_exact_handler(cond, input=None, other=None, *, out=None):
+    if input is None or other is None or out is not None or not isinstance(cond, torch.Tensor) \
+            or _static(cond, input, other):
+        return NotImplemented
+    if (_big(input) is None) == (_big(other) is None):
+        return NotImplemented
+    try:
+        return mask_fill_exact(cond, input, other)
+    except (TypeError, ValueError, RuntimeError):
+        return NotImplemented
+
+
 # ahead of patch_select's handler: it sees HF's `torch.where(mask, 0, finfo(float32).min)` first
-HANDLERS.setdefault(torch.where, []).insert(0, ("patch_mask_fill_fp16", _mask_fill_handler))
+HANDLERS.setdefault(torch.where, []).insert(0, ("patch_mask_fill_exact", _mask_fill_exact_handler))
+HANDLERS[torch.where].insert(0, ("patch_mask_fill_fp16", _mask_fill_handler))    # opt-in: wins when asked for
+
+
+@register("patch_mask_fill_exact", wall="fp16_overflow")
+def patch_mask_fill_exact(model: nn.Module) -> list[Change]:
+    """Exact, default on. Wall: Hugging Face builds additive attention masks as
+    `torch.where(keep, 0, finfo(float32).min)`. A SELECT-free blend multiplies that constant by 0, and on the
+    fp16 GPU the constant is -inf: NaN everywhere. `mask_fill_exact` builds the constant's term as
+    clamp(log(m), min=c) instead: bit-equal to torch.where in fp32 (up to the sign of a zero); on the GPU the
+    masked positions hold -inf (c in fp16) and softmax gives them weight 0 as torch does. The one difference:
+    a row with every position masked is uniform in torch and NaN on the fp16 GPU (-inf - -inf).
+    Functional only (handler on torch.where)."""
+    return []
 
 
 @register("patch_mask_fill_fp16", wall="fp16_overflow", exact=False, default=False)

@@ -1,10 +1,12 @@
 """Wall `gather_nd`: ops that lower to GATHER / GATHER_ND, which the GPU does not run.
 
 One module per spelling: `reflect_pad`, `maxpool`, `interpolate`, `grid_sample`, `onehot` (torch.gather and
-integer-tensor indexing). Every rewrite here is exact (see each module for its bound).
+integer-tensor indexing), `arange_index` (indexing by aranges: HF mask building, per-row picks). Every
+rewrite here is exact (see each module for its bound).
 """
 from __future__ import annotations
 
+from .arange_index import arange_offset, index_by_arange, patch_index_arange
 from .grid_sample import grid_sample_dense, patch_grid_sample
 from .interpolate import resize_matrix, interpolate_separable, SeparableUpsample, patch_interpolate
 from .maxpool import maxpool_edge_pad, EdgePadMaxPool, patch_maxpool_zeropad

@@ -1,0 +1,139 @@
+"""Indexing by aranges (`patch_index_arange`) and the exact finfo.min mask fill (`patch_mask_fill_exact`), both
+default on: how Hugging Face builds a padding mask (`padding_mask[batch_idx, kv_idx]`, then
+`torch.where(mask, 0, finfo.min)`) and pools one position per row (`hidden[arange(B), positions]`).
+
+Each rewrite: exact in torch, the offending op gone from the converted graph, strict GPU-only compile with
+numerics matching torch (software GPU: llvmpipe, ai-edge-litert 2.3.0)."""
+import pytest
+import torch
+from torch import nn
+
+from litert_gpu_toolkit.convert import convert_for_gpu
+from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.rewrites import PATCHES
+from litert_gpu_toolkit.rewrites.fp16_overflow.mask_fill import mask_fill_exact
+from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
+from litert_gpu_toolkit.rewrites.gather_nd import arange_offset, index_by_arange
+from litert_gpu_toolkit.rewrites.registry import load_rewrites
+
+load_rewrites()
+G = torch.Generator().manual_seed(0)
+MIN = torch.finfo(torch.float32).min
+ONLY = ["patch_fold_index_math", "patch_index_arange", "patch_mask_fill_exact", "patch_broadcast_to"]
+
+
+INDEXING = ["patch_fold_index_math", "patch_index_arange"]
+
+
+def _marked(fn, rewritten=None):
+    """Run `fn` with the index rewrites active; return its result (rewritten: whether the indexing rewrite
+    must have fired)."""
+    class M(nn.Module):
+        def forward(self):
+            return fn()
+    wrapped = GpuRewriteWrapper(M(), include=INDEXING)
+    out = wrapped()
+    if rewritten is not None:
+        assert ("patch_index_arange" in {c.rewrite for c in wrapped.changes}) == rewritten, wrapped.changes
+    return out
+
+
+def test_aranges_are_known_through_views_and_shifts():
+    seen = {}
+
+    def fn():
+        a = torch.arange(3, 9)
+        seen["a"] = arange_offset(a)
+        seen["b"] = arange_offset((a + 2)[None, :, None])
+        seen["c"] = arange_offset(a.unsqueeze(0).to(torch.int32) - 1)
+        seen["float"] = arange_offset(a.float())
+        seen["stepped"] = arange_offset(torch.arange(0, 9, 2))
+        seen["times"] = arange_offset(a * 2)
+        return a
+
+    _marked(fn, rewritten=False)
+    assert seen == {"a": 3, "b": 5, "c": 2, "float": None, "stepped": None, "times": None}
+
+
+MASK_BOOL = torch.rand(3, 7, generator=G) > 0.3
+HIDDEN = torch.randn(3, 7, 5, generator=G)
+ROWS = torch.tensor([6, 0, 3])
+CASES = {
+    "hf_mask": lambda: MASK_BOOL[torch.arange(3)[:, None, None, None], torch.arange(7)[None, None, None, :]],
+    "flat": lambda: MASK_BOOL[torch.arange(3), torch.arange(3)[:, None]],
+    "offset": lambda: MASK_BOOL[torch.arange(3)[:, None, None, None], torch.arange(2, 6)[None, None, None, :]],
+    "per_row_pick": lambda: HIDDEN[torch.arange(3), ROWS],
+    "per_row_pick_2d": lambda: HIDDEN[torch.arange(3)[:, None], ROWS[:, None]],
+    "pick_bool": lambda: MASK_BOOL[torch.arange(3), ROWS],
+    "pick_int": lambda: (HIDDEN * 100).long()[torch.arange(1, 3), ROWS[1:]],
+    "transposed": lambda: HIDDEN[torch.arange(3)[None, :], torch.arange(7)[:, None]],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_index_by_arange_is_exact(case):
+    want, got = CASES[case](), _marked(CASES[case], rewritten=True)
+    assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want), case
+
+
+def test_left_alone_without_an_arange():
+    x = torch.randn(5, 4)
+    i = torch.tensor([4, 0, 2])
+    wrapped = GpuRewriteWrapper(nn.Identity(), include=["patch_index_arange"])
+    assert wrapped(x[i]).shape == (3, 4) and wrapped.changes == []
+    assert torch.equal(index_by_arange(x, [torch.arange(5), i.new_tensor([1, 1, 1, 1, 1])], [0, None]), x[:, 1])
+
+
+def test_mask_fill_exact_equals_torch_where():
+    cond = torch.rand(2, 1, 4, 6, generator=G) > 0.4
+    for a, b in ((torch.zeros(()), MIN), (MIN, 0.0), (torch.randn(2, 3, 4, 6, generator=G), MIN),
+                 (torch.randn(6, generator=G), -MIN), (torch.tensor(float("inf")), MIN)):
+        want = torch.where(cond, a, b)
+        got = mask_fill_exact(cond, a, b)
+        assert got.shape == want.shape and torch.equal(got, want)
+    spec = PATCHES["patch_mask_fill_exact"]
+    assert spec.exact and spec.default and spec.wall == "fp16_overflow"
+    assert PATCHES["patch_index_arange"].exact and PATCHES["patch_index_arange"].default
+
+
+class PaddedPool(nn.Module):
+    """HF's mask building and pooling on a batch with a padded row: scores plus the finfo.min mask,
+    attention, and the hidden state at each row's last real token (a per-row pick)."""
+
+    def forward(self, x, mask):
+        b, s = mask.shape
+        batch_idx, kv_idx = torch.arange(b)[:, None, None, None], torch.arange(s)[None, None, None, :]
+        keep = mask.to(torch.bool)[batch_idx, kv_idx].expand(b, 1, s, s)
+        bias = torch.where(keep, torch.zeros(()), MIN)
+        q = x.unsqueeze(1)
+        att = torch.softmax(torch.matmul(q, q.transpose(-1, -2)) * 0.25 + bias, dim=-1)
+        out = torch.matmul(att, q).squeeze(1)
+        last = mask.sum(-1) - 1
+        return out, out[torch.arange(b), last]
+
+
+X = torch.randn(2, 8, 16, generator=torch.Generator().manual_seed(3))
+MASK = torch.tensor([[1] * 8, [1] * 5 + [0] * 3])
+
+
+def test_padded_pool_rewritten_exactly():
+    model = PaddedPool().eval()
+    wrapped = GpuRewriteWrapper(model, include=ONLY)
+    with torch.no_grad():
+        want, got = model(X, MASK), wrapped(X, MASK)
+    assert all(torch.equal(g, w) for g, w in zip(got, want))
+    assert {c.rewrite for c in wrapped.changes} == set(ONLY)
+
+
+@pytest.mark.gpu
+def test_padded_pool_plain_walls_and_default_pass_on_gpu(gpu, tmp_path):
+    plain = convert_for_gpu(PaddedPool(), (X, MASK), tmp_path / "plain.tflite", patches=False)
+    ops = read_model_info(plain.path).op_histogram()
+    assert "GATHER_ND" in ops, ops
+    assert plain.verdict != "PASS", plain.summary()
+    fixed = convert_for_gpu(PaddedPool(), (X, MASK), tmp_path / "fixed.tflite", fallback=False)
+    ops = read_model_info(fixed.path).op_histogram()
+    assert not {"GATHER", "GATHER_ND", "BROADCAST_TO"} & set(ops), ops
+    assert {"patch_index_arange", "patch_mask_fill_exact"} <= set(fixed.kept), fixed.summary()
+    assert fixed.ok, fixed.summary()
+    print("\n[llvmpipe fp16]", fixed.report.summary)

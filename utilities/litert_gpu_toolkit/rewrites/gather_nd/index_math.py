@@ -1,0 +1,201 @@
+"""Index math that depends on no input, computed once while tracing and fed to the graph as constants.
+
+Hugging Face models compute masks, positions and relative-position buckets from `torch.arange` and
+Python numbers: `find_packed_sequence_indices` (diff + cumsum of the position ids, every causal LM
+called without a cache in transformers 5.x), `packed_mask[batch_idx, q_idx]`, MPNet's and DeBERTa's
+relative-position buckets (ABS / LOG / SIGN / SELECT on aranges). litert-torch keeps these as ops on
+constants, which the converter does not fold and the GPU rejects: GATHER_ND, BATCH_MATMUL ('non-constant
+tensor', a cumsum of a constant), ABS / SIGN ('Expected 0 const input tensor(s)').
+
+`patch_fold_index_math` (default on) keeps, beside each such tensor, its value as an ordinary CPU tensor:
+`arange`, `zeros` / `ones` / `full` / `tensor` of Python data and `*_like` fills start one, and any of the
+calls listed in `FOLDED` whose tensor arguments all have a value gets one too -- computed by torch
+itself on those values, outside the trace. The traced result is that value as a constant. Exact: the
+very same torch call on the very same numbers (bit-identical). Tensors above `MAX_FOLD_ELEMENTS`
+elements, in-place calls and anything that touches a model input, parameter or buffer are left alone;
+an in-place method (`add_`, `x[i] = v`, ...) on a tensor with a value drops the value, while `x += y`
+folds to a new constant that Python binds to `x`. Folded views are copies: an in-place change through
+a view of a folded tensor does not reach its base (index math in the models seen never does that).
+Functional only (inside `GpuRewriteWrapper` / `convert_for_gpu`).
+"""
+from __future__ import annotations
+
+import weakref
+
+import torch
+import torch.nn as nn
+from torch.utils._python_dispatch import _disable_current_modes
+
+from .. import Change, register
+from ..functional import HANDLERS
+
+MAX_FOLD_ELEMENTS = 1 << 18
+# id -> (weakref to the traced tensor, its value as a plain CPU tensor)
+_VALUES: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
+
+T = torch.Tensor
+FOLDED = (
+    # arithmetic, comparisons, logic
+    torch.add, T.add, T.__add__, T.__radd__, torch.sub, T.sub, T.__sub__, T.__rsub__, torch.mul, T.mul, T.__mul__,
+    T.__rmul__, torch.div, T.div, T.__truediv__, T.__rtruediv__, T.__floordiv__, T.__rfloordiv__, torch.floor_divide,
+    T.__mod__, torch.remainder, T.__neg__, torch.neg, torch.abs, T.abs, T.__abs__, torch.sign, T.sign, T.__pow__,
+    torch.pow, torch.log, T.log, torch.exp, T.exp, torch.sqrt, torch.floor, torch.ceil, T.ceil, T.floor, torch.round,
+    torch.clamp, T.clamp, T.clamp_min, T.clamp_max, torch.minimum, torch.maximum, torch.min, torch.max, T.min, T.max,
+    torch.eq, T.eq, T.__eq__, torch.ne, T.ne, T.__ne__, torch.lt, T.lt, T.__lt__, torch.le, T.le, T.__le__,
+    torch.gt, T.gt, T.__gt__, torch.ge, T.ge, T.__ge__, T.__and__, T.__or__, T.__xor__, T.__invert__, T.__rand__,
+    T.__ror__, torch.logical_and, torch.logical_or, torch.logical_not, T.logical_and, T.logical_or, T.logical_not,
+    torch.bitwise_and, torch.bitwise_or, torch.where, T.where, T.masked_fill, torch.diff, T.diff,
+    torch.cumsum, T.cumsum, torch.sum, T.sum, T.any, T.all, torch.triu, torch.tril, T.triu, T.tril,
+    # dtype and view changes, joins
+    T.to, T.long, T.int, T.bool, T.float, T.type_as, T.__getitem__, T.unsqueeze, torch.unsqueeze, T.squeeze,
+    T.view, T.reshape, torch.reshape, T.expand, T.expand_as, T.repeat, T.permute, T.transpose, torch.transpose,
+    T.flatten, T.contiguous, T.clone, torch.cat, torch.stack, torch.broadcast_to, T.narrow, T.flip, torch.flip,
+)
+_SOURCES = (torch.arange, torch.zeros, torch.ones, torch.full, torch.tensor, torch.zeros_like, torch.ones_like,
+            torch.full_like)
+
+
+def value_of(t) -> torch.Tensor | None:
+    """The value of a traced tensor that depends on no input (a plain CPU tensor), or None. Compute with it
+    only inside `real_values()`: a tracing mode would turn it into a traced tensor."""
+    if not isinstance(t, torch.Tensor):
+        return None
+    entry = _VALUES.get(id(t))
+    if entry is None or entry[0]() is not t:
+        return None
+    return entry[1]
+
+
+def real_values():
+    """Context: torch calls run on plain tensors, outside the tracing modes (torch.export's fake tensors)."""
+    return _disable_current_modes()
+
+
+def forget(t) -> None:
+    _VALUES.pop(id(t), None)
+
+
+def _remember(t: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    if len(_VALUES) > 4096:                                      # drop the entries of dead tensors
+        for k in [k for k, (r, _) in _VALUES.items() if r() is None]:
+            del _VALUES[k]
+    _VALUES[id(t)] = (weakref.ref(t), value)
+    return t
+
+
+def constant(value: torch.Tensor) -> torch.Tensor:
+    """`value` as a tensor of the traced graph (a constant there), remembered with its value."""
+    with _disable_current_modes():                 # plain Python numbers, read outside any tracing mode
+        data = value.tolist() if value.dim() else value.item()
+    return _remember(torch.tensor(data, dtype=value.dtype), value)
+
+
+class _Unknown(Exception):
+    pass
+
+
+def _values(v):
+    if isinstance(v, torch.Tensor):
+        got = value_of(v)
+        if got is None:
+            raise _Unknown
+        return got
+    if isinstance(v, (list, tuple)) and not isinstance(v, torch.Size):
+        return type(v)(_values(x) for x in v)
+    return v
+
+
+def _foldable(value) -> bool:
+    return (isinstance(value, torch.Tensor) and value.numel() <= MAX_FOLD_ELEMENTS and not value.dtype.is_complex
+            and value.device.type == "cpu")
+
+
+def _has_tensor(v) -> bool:
+    if isinstance(v, torch.Tensor):
+        return True
+    return isinstance(v, (list, tuple)) and any(_has_tensor(x) for x in v)
+
+
+def _fold(func):
+    def handler(*args, **kwargs):
+        if kwargs.get("out") is not None or not (_has_tensor(args) or _has_tensor(kwargs)):
+            return NotImplemented
+        try:
+            args_v, kwargs_v = _values(args), {k: _values(v) for k, v in kwargs.items()}
+        except _Unknown:
+            return NotImplemented
+        with _disable_current_modes():
+            out = func(*args_v, **kwargs_v)
+        if _foldable(out):
+            return constant(out)
+        if isinstance(out, tuple) and out and all(_foldable(o) for o in out):     # min / max with a dim
+            folded = [constant(o) for o in out]
+            return tuple(folded) if type(out) is tuple else type(out)(folded)
+        return NotImplemented
+    return handler
+
+
+def _static(shape) -> bool:
+    return all(isinstance(s, int) for s in shape)
+
+
+def _source(func):
+    def handler(*args, **kwargs):
+        kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "requires_grad", "pin_memory")}
+        if kwargs.get("out") is not None:
+            return NotImplemented
+        if func in (torch.zeros_like, torch.ones_like, torch.full_like):
+            like = args[0]
+            if not isinstance(like, torch.Tensor) or not _static(like.shape):
+                return NotImplemented
+            kwargs.setdefault("dtype", like.dtype)
+            with _disable_current_modes():
+                out = func(torch.empty(tuple(like.shape), dtype=like.dtype), *args[1:], **kwargs)
+        else:
+            if _has_tensor(args) or _has_tensor(kwargs):             # torch.tensor(t), arange(t): not static
+                return NotImplemented
+            with _disable_current_modes():
+                out = func(*args, **kwargs)
+        return constant(out) if _foldable(out) else NotImplemented
+    return handler
+
+
+def _inplace(self, *args, **kwargs):
+    """An in-place method on a tensor with a value: the value is stale afterwards."""
+    forget(self)
+    return NotImplemented
+
+
+def _augmented(func):
+    """`x += y` on tensors with values: a new constant (Python rebinds `x` to what `__iadd__` returns)."""
+    fold = _fold(func)
+
+    def handler(self, *args, **kwargs):
+        out = fold(self, *args, **kwargs)
+        if out is NotImplemented:
+            forget(self)
+        return out
+    return handler
+
+
+def fold_entry(func):
+    """(name, handler) that `arange_index` puts first on `func`."""
+    return ("patch_fold_index_math", _source(func) if func in _SOURCES else _fold(func))
+
+
+for _f in (*_SOURCES, *FOLDED):
+    if _f is not T.__getitem__:                                  # arange_index orders the indexing handlers
+        HANDLERS.setdefault(_f, []).insert(0, fold_entry(_f))
+for _f, _g in ((T.__iadd__, T.add), (T.__isub__, T.sub), (T.__imul__, T.mul), (T.__iand__, T.__and__),
+               (T.__ior__, T.__or__)):
+    HANDLERS.setdefault(_f, []).insert(0, ("patch_fold_index_math", _augmented(_g)))
+# every other in-place method (`add_`, `masked_fill_`, `copy_`, ...) and item assignment
+for _f in [T.__setitem__] + [getattr(T, n) for n in dir(T) if n.endswith("_") and not n.startswith("_")]:
+    if callable(_f):
+        HANDLERS.setdefault(_f, []).insert(0, ("patch_fold_index_math", _inplace))
+
+
+@register("patch_fold_index_math", wall="gather_nd")
+def patch_fold_index_math(model: nn.Module) -> list[Change]:
+    """Functional only (see the module docstring): returns no changes by itself."""
+    return []
