@@ -17,6 +17,10 @@ check. A DFT of a fixed length is a fixed linear map, so:
   * `LogMel`    -- ConvSTFT (power or magnitude) -> mel matrix as a 1x1 conv -> log, clamped in the
     log domain (fp16 cannot hold a clamp such as 1e-10).
     `mel_filterbank` builds HTK or Slaney mel scales (optionally Slaney area normalisation).
+  * `patch_stft` (fft/functional.py, default on inside GpuRewriteWrapper): torch.stft / Tensor.stft /
+    torch.istft called in forward become these conv forms; complex results are carried as a
+    `SplitComplex` (fft/complex.py) whose common consumers (abs, pow, view_as_real, real / imag,
+    angle, istft) are computed on the real parts.
 
 Exactness: the bases are computed in float64 (angles reduced mod n_fft) and rounded once to
 fp32; in torch fp32 the outputs agree with torch.stft / torch.istft to fp32 rounding of a
@@ -35,3 +39,5 @@ from __future__ import annotations
 
 from .basis import make_window, stft_basis, istft_synthesis, window_envelope, hz_to_mel, mel_to_hz, mel_filterbank
 from .modules import reflect_pad_1d, split_complex, ConvSTFT, ConvISTFT, LogMel
+from .complex import SplitComplex
+from .functional import stft_split, istft_split
