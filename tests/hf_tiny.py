@@ -131,3 +131,34 @@ def lm_logits(arch: str, **dims):
     """(Logits(model), (ids [1, 12],))."""
     ids = torch.randint(0, 128, (1, 12), generator=torch.Generator().manual_seed(2))
     return Logits(causal_lm(arch, **dims)).eval(), (ids,)
+
+
+class DecodeStep(nn.Module):
+    """One decode step with a KV cache held by the caller: (ids [1, 1], k_0, v_0, k_1, v_1, ...) ->
+    (logits, new k_0, new v_0, ...). A transformers DynamicCache is built from the tensors inside forward."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids, *kv):
+        import transformers as T
+
+        cache = T.DynamicCache(config=self.model.config)
+        for i in range(len(kv) // 2):
+            cache.update(kv[2 * i], kv[2 * i + 1], i)
+        past = kv[0].shape[2]
+        positions = torch.arange(past, past + ids.shape[1]).unsqueeze(0)
+        out = self.model(input_ids=ids, past_key_values=cache, position_ids=positions, use_cache=True)
+        return (out.logits,) + tuple(t for layer in out.past_key_values.layers for t in (layer.keys, layer.values))
+
+
+def lm_decode_step(arch: str, past: int = 11, **dims):
+    """(DecodeStep(model), (ids [1, 1], k/v [1, kv_heads, past, head_dim] per layer))."""
+    model = causal_lm(arch, **dims)
+    cfg = model.config
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    g = torch.Generator().manual_seed(3)
+    kv = tuple(torch.randn(1, cfg.num_key_value_heads, past, head_dim, generator=g)
+               for _ in range(2 * cfg.num_hidden_layers))
+    return DecodeStep(model).eval(), (torch.randint(0, 128, (1, 1), generator=g),) + kv

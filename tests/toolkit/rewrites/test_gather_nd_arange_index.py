@@ -4,6 +4,8 @@ default on: how Hugging Face builds a padding mask (`padding_mask[batch_idx, kv_
 
 Each rewrite: exact in torch, the offending op gone from the converted graph, strict GPU-only compile with
 numerics matching torch (software GPU: llvmpipe, ai-edge-litert 2.3.0)."""
+import math
+
 import pytest
 import torch
 from torch import nn
@@ -135,5 +137,59 @@ def test_padded_pool_plain_walls_and_default_pass_on_gpu(gpu, tmp_path):
     ops = read_model_info(fixed.path).op_histogram()
     assert not {"GATHER", "GATHER_ND", "BROADCAST_TO"} & set(ops), ops
     assert {"patch_index_arange", "patch_mask_fill_exact"} <= set(fixed.kept), fixed.summary()
+    assert fixed.ok, fixed.summary()
+    print("\n[llvmpipe fp16]", fixed.report.summary)
+
+
+class PackedCausal(nn.Module):
+    """Index math that depends on no input, as transformers 5.x and MPNet write it: the packed-sequence ids
+    of arange positions (diff, cumsum, indexed by aranges), a causal mask, finfo.min fill, relative-position
+    buckets (abs / log / where / clamp) looked up in a bias table -- all onto runtime attention scores."""
+
+    def __init__(self, heads=2):
+        super().__init__()
+        torch.manual_seed(0)
+        self.heads = heads
+        self.bias = nn.Embedding(8, heads)
+
+    def forward(self, x):
+        s = x.shape[1]
+        pos = torch.arange(s)[None]
+        packed = (torch.diff(pos, prepend=pos[:, :1] - 1, dim=-1) != 1).cumsum(-1)
+        b, q, kv = torch.arange(1)[:, None, None, None], torch.arange(s)[None, None, :, None], torch.arange(s)
+        kv = kv[None, None, None, :]
+        keep = (kv <= q) & (packed[b, q] == packed[b, kv])
+        mask = torch.where(keep, torch.zeros(()), MIN)
+        n = (torch.arange(s)[None, :] - torch.arange(s)[:, None]).abs()
+        large = 4 + (torch.log(n.float() / 4) / math.log(8) * 4).to(torch.long)
+        bucket = torch.where(n < 4, n, torch.min(large, torch.full_like(large, 7)))
+        bias = self.bias(bucket).permute(2, 0, 1).unsqueeze(0)
+        h = x.view(1, s, self.heads, -1).transpose(1, 2)
+        att = torch.softmax(torch.matmul(h, h.transpose(-1, -2)) * 0.25 + mask + bias, dim=-1)
+        return torch.matmul(att, h)
+
+
+XS = torch.randn(1, 10, 16, generator=torch.Generator().manual_seed(5))
+
+
+def test_index_math_folds_exactly():
+    model = PackedCausal().eval()
+    wrapped = GpuRewriteWrapper(model, include=INDEXING + ["patch_mask_fill_exact"])
+    with torch.no_grad():
+        assert torch.equal(wrapped(XS), model(XS))
+    assert "patch_fold_index_math" in {c.rewrite for c in wrapped.changes}
+    assert PATCHES["patch_fold_index_math"].exact and PATCHES["patch_fold_index_math"].default
+
+
+@pytest.mark.gpu
+def test_index_math_plain_walls_and_default_pass_on_gpu(gpu, tmp_path):
+    plain = convert_for_gpu(PackedCausal(), (XS,), tmp_path / "plain.tflite", patches=False)
+    ops = read_model_info(plain.path).op_histogram()
+    assert {"GATHER_ND", "CUMSUM", "ABS"} <= set(ops), ops
+    assert plain.verdict != "PASS", plain.summary()
+    fixed = convert_for_gpu(PackedCausal(), (XS,), tmp_path / "fixed.tflite", fallback=False)
+    ops = read_model_info(fixed.path).op_histogram()
+    assert not {"GATHER", "GATHER_ND", "CUMSUM", "ABS", "SELECT", "SELECT_V2"} & set(ops), ops
+    assert "patch_fold_index_math" in fixed.kept, fixed.summary()
     assert fixed.ok, fixed.summary()
     print("\n[llvmpipe fp16]", fixed.report.summary)
