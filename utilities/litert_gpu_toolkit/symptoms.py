@@ -222,6 +222,16 @@ SYMPTOMS: tuple[Symptom, ...] = (
         ops=("CONV_2D",),
     ),
     Symptom(
+        id="conv_forms",
+        seen="Conv1d(padding='same') fails to convert (\"Expected a value of type 'List[int]' for argument "
+             "'padding'\"); a functional grouped conv returns wrong values; Conv3d is rejected (rank 5)",
+        cause="litert-torch cannot lower conv1d's string-padding overload; the GPU's grouped CONV_2D is wrong "
+              "unless the channels per group are multiples of 4 (a weight built in forward escapes the module "
+              "patch); Conv3d's tensors are rank 5. Measured on llvmpipe, ai-edge-litert 2.3.0.",
+        rewrites=("patch_conv_forms",),
+        log=r"for argument 'padding'",
+    ),
+    Symptom(
         id="fp16_overflow",
         seen="compiles and runs on the GPU, output is NaN / inf",
         cause="A reduction (variance, sum of squares, long mean) passes fp16's 65504 on the GPU, or a constant "
