@@ -217,3 +217,16 @@ def test_convert_for_gpu_copies_a_model_plain_deepcopy_refuses(tmp_path):
     result = convert_for_gpu(SpareWeightNorm(), (X,), tmp_path / "spare.tflite", check=False)
     assert result.verdict == "UNCHECKED" and result.path.exists(), result.summary()
     assert [c.path for c in result.changes if c.rewrite == "fold_parametrizations"] == ["spare"]
+
+
+class ListInput(nn.Module):
+    def forward(self, xs):
+        return xs[0] + 2.0 * xs[1]
+
+
+def test_a_list_input_is_checked_with_the_example_values(tmp_path, gpu):
+    """The converted file names a list input args_0_0, args_0_1: the check feeds the example's tensors under those
+    names (before, it fed random ones and reported corr 0.35 NUMERICS_FAIL)."""
+    result = convert_for_gpu(ListInput(), ([X, X * 3.0],), tmp_path / "list.tflite")
+    assert result.verdict == "PASS", result.summary()
+    assert result.signatures["serving_default"]["inputs"] == ["args_0_0", "args_0_1"]

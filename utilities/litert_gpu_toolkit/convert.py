@@ -13,14 +13,13 @@ functional rewrites apply while litert-torch traces it, and nowhere else) and ch
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from .convert_result import STAGES, ConvertResult, describe, np_tree, quality  # noqa: F401 - re-exported
-from .error_lines import telling_line, user_frame, with_log
+from .error_lines import NotSpecialisable, error_text, telling_line, with_log
 from .quiet import converter_output, quiet_import_litert_torch, stage
 from .rewrites.apply import apply_patches, split_example_inputs  # public API, re-exported
 from .rewrites.registry import (PATCHES, Change, check_names, functional_selection, known_rewrites,  # noqa: F401
@@ -31,6 +30,12 @@ from .rewrites.registry import selected as _selected
 # ------------------------------------------------------------------------------------- convert
 
 def _signature_inputs(args: tuple, kwargs: dict) -> dict[str, np.ndarray]:
+    """The example inputs by the names the converted file gives them (a list input: args_0_0, args_0_1, ...)."""
+    from .outputs import input_names
+
+    leaves = input_names(args, kwargs)
+    if leaves is not None:
+        return {name: np_tree(t)[0] for name, t in leaves}
     named = {}
     for i, a in enumerate(args):
         arrays = np_tree(a)
@@ -99,36 +104,10 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
         return ConvertResult(None, [], error=error_text(e), stage=getattr(e, "_litert_stage", "convert"))
 
 
-class NotSpecialisable(Exception):
-    """torch.export failed on a data-dependent guard, and again with the branches fixed to the example input."""
-
-
-def error_text(e: BaseException) -> str:
-    """'Type: message', plus the user's source line from the traceback when the text does not name it."""
-    if isinstance(e, NotSpecialisable):
-        return str(e)
-    text = f"{type(e).__name__}: {e}"
-    frame = user_frame(e)
-    if frame and frame.splitlines()[0] not in text:
-        text += "\n(in your code) " + frame
-    return text
-
-
 def applicable(names: list[str], module_types: set[str]) -> list[str]:
     from .symptoms import applicable as _applicable
 
     return _applicable(names, module_types)
-
-
-def _warn_specialised(lines: list[str]) -> None:
-    import warnings
-
-    level, frame = 1, sys._getframe(0)                 # point the warning at the caller's line
-    while frame is not None and frame.f_code.co_filename.startswith(os.path.dirname(__file__)):
-        frame, level = frame.f_back, level + 1
-    if lines:
-        warnings.warn("convert_for_gpu specialised data-dependent branches on the example input; the file is "
-                      "right only for inputs that take the same branches:\n  " + "\n  ".join(lines), stacklevel=level)
 
 
 def is_data_dependent(text: str) -> bool:
@@ -322,7 +301,9 @@ class _Job:
             result.changes += [c for c in runnable.changes if c not in result.changes]
         if specialised:
             result.specialised = runnable.lines()
-            _warn_specialised(result.specialised)
+            from .specialise import warn_specialised
+
+            warn_specialised(result.specialised)
         for name in self.parsed:
             result.signatures[name] = {"inputs": list(self.inputs[name]), "outputs": list(self.reference[name])}
         if self.check:

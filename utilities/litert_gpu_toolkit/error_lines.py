@@ -134,3 +134,18 @@ def user_frame(exc: BaseException) -> str | None:
         return None
     f = user[-1]
     return f'File "{f.filename}", line {f.lineno}, in {f.name}\n    {f.line or ""}'
+
+
+class NotSpecialisable(Exception):
+    """torch.export failed on a data-dependent guard, and again with the branches fixed to the example input."""
+
+
+def error_text(e: BaseException) -> str:
+    """'Type: message', plus the user's source line from the traceback when the text does not name it."""
+    if isinstance(e, NotSpecialisable):
+        return str(e)
+    text = f"{type(e).__name__}: {e}"
+    frame = user_frame(e)
+    if frame and frame.splitlines()[0] not in text:
+        text += "\n(in your code) " + frame
+    return text

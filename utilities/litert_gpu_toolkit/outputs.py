@@ -1,4 +1,8 @@
-"""The converted file's output names for a model's torch output, and a wrapper for outputs the converter cannot take.
+"""The converted file's input and output names for a model's torch inputs and output, and a wrapper for outputs
+the converter cannot take.
+
+Inputs: litert-torch flattens (args, kwargs) as a pytree: `args_0, args_1, ...`, `args_0_0, args_0_1` for a list
+given as one positional input, the keyword names for keywords; `input_names` names the example's tensors so.
 
 litert-torch names a converted output from the pytree structure of what forward returns: `output_0, ...` for a
 tensor, a tuple or a nested tuple, the keys for a dict (`y`, `z`), prefixed keys for nested dicts. The GPU check
@@ -35,6 +39,24 @@ def output_names(value, count: int) -> tuple[list[str], bool]:
     except Exception:                                      # noqa: BLE001 - another litert-torch: the default names
         return default, False
     return (names, False) if len(names) == count and len(set(names)) == count else (default, True)
+
+
+def input_names(args: tuple, kwargs: dict) -> list[tuple[str, torch.Tensor]] | None:
+    """[(converted input name, tensor)] for the example inputs, or None when they cannot be named this way."""
+    from torch.utils import _pytree as pytree
+
+    try:
+        from litert_torch.backend.export_utils import flat_dict_names, get_children
+
+        leaves, spec = pytree.tree_flatten((tuple(args), dict(kwargs)))
+        args_spec, kwargs_spec = get_children(spec)
+        names = [f"args_{n}" for n in flat_dict_names(get_children(args_spec), args_spec.context)]
+        names += [str(n) for n in flat_dict_names(get_children(kwargs_spec), kwargs_spec.context)]
+    except Exception:                                      # noqa: BLE001 - another litert-torch: the caller's names
+        return None
+    if len(names) != len(leaves):
+        return None
+    return [(n, leaf) for n, leaf in zip(names, leaves) if isinstance(leaf, torch.Tensor)]
 
 
 class FlatOutputs(torch.nn.Module):

@@ -14,6 +14,7 @@ differently it is wrong. `convert_for_gpu` therefore warns, naming each speciali
 from __future__ import annotations
 
 import linecache
+import os
 import re
 import sys
 
@@ -22,6 +23,7 @@ from torch.overrides import TorchFunctionMode
 
 from .error_lines import is_library
 
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
 VALUE_CALLS = frozenset({"__bool__", "item", "__int__", "__float__", "__index__", "tolist"})
 _GUARD = re.compile(r"data-dependent expression|GuardOnDataDependentSymNode|DataDependentOutputException|"
                     r"data dependent|data-dependent")
@@ -111,3 +113,15 @@ class Specialised(torch.nn.Module):
             shown = ", ".join(repr(v) for v in vals[:4]) + (", ..." if len(vals) > 4 else "")
             out.append(f"{file}:{line}: {code} -> {shown}")
         return out
+
+
+def warn_specialised(lines: list[str]) -> None:
+    """warnings.warn naming each specialised line, pointed at the first caller outside this toolkit."""
+    import warnings
+
+    level, frame = 1, sys._getframe(0)                 # point the warning at the caller's line
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    if lines:
+        warnings.warn("convert_for_gpu specialised data-dependent branches on the example input; the file is "
+                      "right only for inputs that take the same branches:\n  " + "\n  ".join(lines), stacklevel=level)
