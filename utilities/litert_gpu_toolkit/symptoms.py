@@ -232,6 +232,15 @@ SYMPTOMS: tuple[Symptom, ...] = (
         log=r"for argument 'padding'",
     ),
     Symptom(
+        id="unfold",
+        seen="Tensor.unfold framing or F.unfold / nn.Unfold patches: GATHER_ND, BROADCAST_TO or rank-5/6 "
+             "tensors rejected, or a conversion error",
+        cause="unfold lowers to index arithmetic and gathers (framing for STFTs, im2col for patch embeddings); "
+              "chained image-patch unfolds build rank-6 tensors.",
+        rewrites=("patch_unfold",),
+        log=r"aten\.(unfold|im2col)",
+    ),
+    Symptom(
         id="fp16_overflow",
         seen="compiles and runs on the GPU, output is NaN / inf",
         cause="A reduction (variance, sum of squares, long mean) passes fp16's 65504 on the GPU, or a constant "

@@ -1,0 +1,99 @@
+"""Tensor.unfold framing and F.unfold im2col at rank <= 4 (rewrite `patch_unfold`, rewrites/unfold.py).
+
+Plain conversion, measured (litert-torch 0.10.0; strict GPU-only compile on llvmpipe, software Vulkan,
+ai-edge-litert 2.3.0):
+  x.unfold(-1, 64, 16) on [1, 512]                   GATHER_ND rejected
+  x.unfold(-1, 50, 16) * 2 on [1, 2, 300]             rank-5 ADD, BROADCAST_TO, GATHER_ND rejected
+  x.unfold(2, 4, 4).unfold(3, 4, 4) on [1, 3, 16, 16]  CONVERT_FAIL ('tfl.pad' op ... at most 5-D): rank 6,
+                                                      not rewritten (NotImplemented; use F.unfold)
+  F.unfold(x, 3, padding=1, stride=2)                 BROADCAST_TO, GATHER_ND rejected
+Bounds: the block form (step divides size) is bit-exact for any values; the one-hot conv forms (other
+steps, F.unfold) are bit-exact in fp32 for finite inputs (x * 1.0 plus zeros); both checked with
+torch.equal.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from litert_gpu_toolkit.export import export_tflite, gpu_vs_torch
+from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
+from litert_gpu_toolkit.rewrites.unfold import _tensor_unfold_handler, im2col
+
+INF = float("inf")
+
+
+@pytest.mark.parametrize("shape", [(50,), (2, 50), (2, 3, 50), (3, 20, 17)])
+def test_tensor_unfold_is_bit_exact(shape):
+    torch.manual_seed(0)
+    x = torch.randn(*shape)
+    for dim in range(-len(shape), len(shape)):
+        for size in (1, 2, 3, 4, 6, 8):
+            for step in (1, 2, 3, 5):
+                if size > x.shape[dim]:
+                    continue
+                out = _tensor_unfold_handler(x, dim, size, step)
+                if size == 1 and step == 1:
+                    assert out is NotImplemented
+                    continue
+                assert torch.equal(out, x.unfold(dim, size, step)), (shape, dim, size, step)
+
+
+def test_block_form_keeps_non_finite_values_in_place_and_rank_5_is_refused():
+    x = torch.randn(2, 40)
+    x[0, 7] = INF
+    x[1, 20] = float("nan")
+    out, ref = _tensor_unfold_handler(x, -1, 8, 4), x.unfold(-1, 8, 4)
+    nan = torch.isnan(ref)
+    assert torch.equal(torch.isnan(out), nan) and torch.equal(out[~nan], ref[~nan])
+    assert _tensor_unfold_handler(torch.randn(1, 3, 8, 8), 2, 4, 4) is NotImplemented       # rank 5 output
+
+
+@pytest.mark.parametrize("k,d,p,s", [(3, 1, 0, 1), ((2, 3), 1, 1, 2), (3, 2, 2, 1), ((1, 4), (1, 2), (0, 3), (2, 1))])
+def test_im2col_is_bit_exact(k, d, p, s):
+    torch.manual_seed(1)
+    x = torch.randn(2, 5, 9, 11)
+    assert torch.equal(im2col(x, k, d, p, s), F.unfold(x, k, d, p, s))
+    assert torch.equal(im2col(x[0], k, d, p, s), F.unfold(x[0], k, d, p, s))
+    unf = nn.Unfold(k, d, p, s)
+    assert torch.equal(GpuRewriteWrapper(unf, include=["patch_unfold"])(x), unf(x))
+
+
+class Unfolds(nn.Module):
+    """STFT framing with hop | frame (block form), framing with hop not dividing the frame on a
+    [B, C, T] signal (one-hot conv), and im2col patches."""
+
+    def forward(self, a, b, x):
+        return a.unfold(-1, 64, 16), b.unfold(-1, 50, 16) * 2, F.unfold(x, 3, padding=1, stride=2)
+
+
+U_INPUTS = (torch.randn(1, 512), torch.randn(1, 2, 300), torch.randn(1, 3, 9, 10))
+
+
+def test_plain_unfolds_are_rejected(tmp_path, gpu):
+    res = gpu_vs_torch(Unfolds(), U_INPUTS, tmp_path / "plain.tflite")
+    assert not res.ok and "GATHER_ND" in res.info.op_histogram()
+
+
+def test_unfolds_rewritten_run_gpu_only(gpu, tmp_path):
+    wrapped = GpuRewriteWrapper(Unfolds(), include=["patch_unfold"])
+    for out, ref in zip(wrapped(*U_INPUTS), Unfolds()(*U_INPUTS)):
+        assert torch.equal(out, ref)
+    res = gpu_vs_torch(wrapped, U_INPUTS, tmp_path / "unfold.tflite")
+    hist = res.info.op_histogram()
+    assert "GATHER_ND" not in hist and "BROADCAST_TO" not in hist and not res.info.high_rank_tensors(), hist
+    assert res.ok and res.run.gpu.cpu_ops in (None, 0), res.summary()
+    assert len(res.comparisons) == 3
+    for c in res.comparisons:
+        assert c.nonfinite == 0 and c.corr >= 0.999, res.summary()
+
+
+def test_chained_patch_unfold_still_fails_to_convert(tmp_path):
+    """Not handled: the rank-6 result of x.unfold(2, k, s).unfold(3, k, s)."""
+
+    class Patches(nn.Module):
+        def forward(self, x):
+            return x.unfold(2, 4, 4).unfold(3, 4, 4).reshape(1, 3, 16, 16)
+
+    with pytest.raises(Exception, match="5-D"):
+        export_tflite(GpuRewriteWrapper(Patches()), (torch.randn(1, 3, 16, 16),), tmp_path / "patches.tflite")
