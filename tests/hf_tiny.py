@@ -121,7 +121,7 @@ def causal_lm(arch: str, hidden: int = 96, heads: int = 6, kv_heads: int = 3, he
         model = T.GemmaForCausalLM(T.GemmaConfig(**kw))
     elif arch == "phi3":
         kw.pop("head_dim")                       # Phi-3: head_dim = hidden / heads
-        model = T.Phi3ForCausalLM(T.Phi3Config(**kw, pad_token_id=0))
+        model = T.Phi3ForCausalLM(T.Phi3Config(**kw, pad_token_id=0, bos_token_id=1, eos_token_id=2))
     else:
         raise KeyError(arch)
     return redraw(model)

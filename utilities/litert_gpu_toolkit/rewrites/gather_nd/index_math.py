@@ -124,8 +124,11 @@ def _fold(func):
             args_v, kwargs_v = _values(args), {k: _values(v) for k, v in kwargs.items()}
         except _Unknown:
             return NotImplemented
-        with _disable_current_modes():
-            out = func(*args_v, **kwargs_v)
+        try:
+            with _disable_current_modes():
+                out = func(*args_v, **kwargs_v)
+        except Exception:                     # noqa: BLE001 - the traced call raises (or not) as it would have
+            return NotImplemented
         if _foldable(out):
             return constant(out)
         if isinstance(out, tuple) and out and all(_foldable(o) for o in out):     # min / max with a dim
@@ -149,13 +152,16 @@ def _source(func):
             if not isinstance(like, torch.Tensor) or not _static(like.shape):
                 return NotImplemented
             kwargs.setdefault("dtype", like.dtype)
-            with _disable_current_modes():
-                out = func(torch.empty(tuple(like.shape), dtype=like.dtype), *args[1:], **kwargs)
+            call = (func, (torch.empty(tuple(like.shape), dtype=like.dtype), *args[1:]))
         else:
             if _has_tensor(args) or _has_tensor(kwargs):             # torch.tensor(t), arange(t): not static
                 return NotImplemented
+            call = (func, args)
+        try:
             with _disable_current_modes():
-                out = func(*args, **kwargs)
+                out = call[0](*call[1], **kwargs)
+        except Exception:                     # noqa: BLE001 - the traced call raises (or not) as it would have
+            return NotImplemented
         return constant(out) if _foldable(out) else NotImplemented
     return handler
 
