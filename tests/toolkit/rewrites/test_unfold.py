@@ -4,8 +4,8 @@ Plain conversion, measured (litert-torch 0.10.0; strict GPU-only compile on llvm
 ai-edge-litert 2.3.0):
   x.unfold(-1, 64, 16) on [1, 512]                   GATHER_ND rejected
   x.unfold(-1, 50, 16) * 2 on [1, 2, 300]             rank-5 ADD, BROADCAST_TO, GATHER_ND rejected
-  x.unfold(2, 4, 4).unfold(3, 4, 4) on [1, 3, 16, 16]  CONVERT_FAIL ('tfl.pad' op ... at most 5-D): rank 6,
-                                                      not rewritten (NotImplemented; use F.unfold)
+  x.unfold(2, 4, 4).unfold(3, 4, 4) on [1, 3, 16, 16]  CONVERT_FAIL ('tfl.pad' op ... at most 5-D): rank 6;
+                                                      rewritten when a reshape / view to rank <= 4 follows
   F.unfold(x, 3, padding=1, stride=2)                 BROADCAST_TO, GATHER_ND rejected
 Bounds: the block form (step divides size) is bit-exact for any values; the one-hot conv forms (other
 steps, F.unfold) are bit-exact in fp32 for finite inputs (x * 1.0 plus zeros); both checked with
@@ -39,14 +39,15 @@ def test_tensor_unfold_is_bit_exact(shape):
                 assert torch.equal(out, x.unfold(dim, size, step)), (shape, dim, size, step)
 
 
-def test_block_form_keeps_non_finite_values_in_place_and_rank_5_is_refused():
+def test_block_form_keeps_non_finite_values_in_place_and_other_rank_5_is_refused():
     x = torch.randn(2, 40)
     x[0, 7] = INF
     x[1, 20] = float("nan")
     out, ref = _tensor_unfold_handler(x, -1, 8, 4), x.unfold(-1, 8, 4)
     nan = torch.isnan(ref)
     assert torch.equal(torch.isnan(out), nan) and torch.equal(out[~nan], ref[~nan])
-    assert _tensor_unfold_handler(torch.randn(1, 3, 8, 8), 2, 4, 4) is NotImplemented       # rank 5 output
+    assert _tensor_unfold_handler(torch.randn(1, 3, 8, 8), 3, 4, 4) is NotImplemented       # rank 5 output
+    assert _tensor_unfold_handler(torch.randn(3, 8, 8, 2), 1, 4, 4) is NotImplemented
 
 
 @pytest.mark.parametrize("k,d,p,s", [(3, 1, 0, 1), ((2, 3), 1, 1, 2), (3, 2, 2, 1), ((1, 4), (1, 2), (0, 3), (2, 1))])
@@ -88,12 +89,37 @@ def test_unfolds_rewritten_run_gpu_only(gpu, tmp_path):
         assert c.nonfinite == 0 and c.corr >= 0.999, res.summary()
 
 
-def test_chained_patch_unfold_still_fails_to_convert(tmp_path):
-    """Not handled: the rank-6 result of x.unfold(2, k, s).unfold(3, k, s)."""
+class Patchify(nn.Module):
+    """Image patches by chained unfolds: a ViT-style patchify (permute + reshape) and a plain view."""
 
-    class Patches(nn.Module):
-        def forward(self, x):
-            return x.unfold(2, 4, 4).unfold(3, 4, 4).reshape(1, 3, 16, 16)
+    def forward(self, x):
+        p = x.unfold(2, 4, 4).unfold(3, 4, 4)
+        return p.permute(0, 2, 3, 1, 4, 5).reshape(1, 16, 48), p.contiguous().view(1, 3, 16, 16)
 
+
+def test_chained_patch_unfolds_match_torch_and_fall_back_for_other_consumers():
+    x = torch.randn(1, 3, 16, 16)
+    wrapped = GpuRewriteWrapper(Patchify(), include=["patch_unfold"])
+    for out, ref in zip(wrapped(x), Patchify()(x)):
+        assert torch.equal(out, ref)
+    x = torch.randn(2, 3, 11, 13)
+    for f in (lambda t: t.unfold(2, 3, 2).unfold(3, 5, 3).contiguous().view(2, 3, -1, 15),
+              lambda t: t.unfold(2, 3, 2).unfold(3, 5, 3).permute(0, 1, 4, 2, 5, 3).reshape(2, 3, 15, 15),
+              lambda t: t.unfold(2, 3, 2).unfold(3, 5, 3).flatten(4),             # rank 5: the original op
+              lambda t: t.unfold(2, 3, 2).unfold(3, 5, 3).sum(-1)):               # not followed: the original op
+        class F_(nn.Module):
+            def forward(self, t, f=f):
+                return f(t)
+        assert torch.equal(GpuRewriteWrapper(F_(), include=["patch_unfold"])(x), f(x))
+
+
+def test_chained_patch_unfold_fails_plainly_and_runs_gpu_only_rewritten(gpu, tmp_path):
+    x = (torch.randn(1, 3, 16, 16),)
     with pytest.raises(Exception, match="5-D"):
-        export_tflite(GpuRewriteWrapper(Patches()), (torch.randn(1, 3, 16, 16),), tmp_path / "patches.tflite")
+        export_tflite(Patchify(), x, tmp_path / "plain.tflite")
+    res = gpu_vs_torch(GpuRewriteWrapper(Patchify()), x, tmp_path / "patches.tflite")
+    hist = res.info.op_histogram()
+    assert "GATHER_ND" not in hist and not res.info.high_rank_tensors(), hist
+    assert res.ok and res.run.gpu.cpu_ops in (None, 0), res.summary()
+    for c in res.comparisons:
+        assert c.nonfinite == 0 and c.corr >= 0.999, res.summary()

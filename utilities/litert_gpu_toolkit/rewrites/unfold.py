@@ -16,9 +16,14 @@ tests/toolkit/rewrites/test_unfold.py for what each spelling gave). Rewrites:
     one-hot kernel (multiplier kh * kw; output channel c * kh * kw + i * kw + j reads x[c] at tap (i, j)
     -- F.unfold's channel order) and a reshape to [N, C * kh * kw, L]. Exact for finite inputs (same
     caveat for inf / NaN).
-NotImplemented (the original op runs): outputs above rank 4 -- chained image-patch unfolds
-`x.unfold(2, k, s).unfold(3, k, s)` build a rank-6 tensor, which this cannot express (use F.unfold,
-whose [N, C*k*k, L] layout holds the same patches) -- non-float tensors and arguments torch would refuse.
+  * image patches `x.unfold(2, kh, sh).unfold(3, kw, sw)` on [B, C, H, W] (rank 6: the plain conversion
+    fails): the first unfold returns a lazy `RowPatches`, the second a lazy `Patches` held as F.unfold's
+    [B, C*kh*kw, nH*nW] (the form above); a permute, then reshape / view / flatten to rank <= 4 becomes one
+    rank <= 4 permute + reshape of that tensor (when the permuted axis order falls into <= 4 runs of the
+    storage order b c i j h w, as ViT patchify and plain views do). Any other consumer gets the original
+    rank-6 tensor (materialised with torch functions off), so nothing is silently wrong.
+NotImplemented (the original op runs): other outputs above rank 4, non-float tensors and arguments torch
+would refuse.
 """
 from __future__ import annotations
 
@@ -66,6 +71,9 @@ def frames_last(x: torch.Tensor, size: int, step: int) -> torch.Tensor:
 
 @register_handler(torch.Tensor.unfold, NAME)
 def _tensor_unfold_handler(self, dimension, size, step):
+    if isinstance(self, torch.Tensor) and self.is_floating_point() and self.dim() == 4 and \
+            int(dimension) % 4 == 2 and 1 <= int(size) <= self.shape[2] and int(step) >= 1:
+        return RowPatches(self, int(size), int(step))          # image patches: wait for .unfold(3, ...)
     if not isinstance(self, torch.Tensor) or not self.is_floating_point() or self.dim() < 1 or self.dim() > 3:
         return NotImplemented
     nd = self.dim()
@@ -111,3 +119,124 @@ def patch_unfold(model):
     from .functional import GpuRewriteWrapper
 
     return GpuRewriteWrapper(model, include=[NAME])
+
+
+# ---------------------------------------------------------------------------------------------
+# chained image-patch unfolds: x.unfold(2, kh, sh).unfold(3, kw, sw) -> rank 6, carried lazily
+# ---------------------------------------------------------------------------------------------
+
+class _Lazy:
+    """Tensor-like stand-in for an unfold result above rank 4; any op it does not follow materialises the
+    original torch result (eager: right; export: the original rank-5/6 graph, as without the rewrite)."""
+
+    def materialize(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    @property
+    def shape(self):
+        return torch.Size(self._shape())
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self) -> int:
+        return len(self._shape())
+
+    ndim = property(dim)
+
+    def __getattr__(self, name):
+        method = getattr(torch.Tensor, name)
+        return lambda *args, **kwargs: _materialized(method, (self,) + args, kwargs)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return _materialized(func, args, kwargs or {})
+
+
+def _materialized(func, args, kwargs):
+    def real(v):
+        return v.materialize() if isinstance(v, _Lazy) else v
+    return func(*(real(a) for a in args), **{k: real(v) for k, v in kwargs.items()})
+
+
+class RowPatches(_Lazy):
+    """x.unfold(2, kh, sh) of a 4-D x: [B, C, nH, W, kh], waiting for the .unfold(3, kw, sw) that makes patches."""
+
+    def __init__(self, x, kh, sh):
+        self.x, self.kh, self.sh = x, kh, sh
+
+    def _shape(self):
+        b, c, h, w = self.x.shape
+        return (b, c, (h - self.kh) // self.sh + 1, w, self.kh)
+
+    def materialize(self):
+        with torch._C.DisableTorchFunction():              # the original op, not this rewrite again
+            return self.x.unfold(2, self.kh, self.sh)
+
+    def unfold(self, dimension, size, step):
+        if int(dimension) % 5 != 3 or not 1 <= int(size) <= self.x.shape[3] or int(step) < 1:
+            return self.materialize().unfold(dimension, size, step)
+        return Patches(self.x, (self.kh, int(size)), (self.sh, int(step)))
+
+
+class Patches(_Lazy):
+    """[B, C, nH, nW, kh, kw] (logical axes b c h w i j) held as F.unfold's [B, C*kh*kw, nH*nW] (storage order
+    b c i j h w), with a pending axis permutation; a reshape / view / flatten to rank <= 4 is one rank <= 4
+    permute of the storage when the permuted order falls into <= 4 runs of consecutive storage axes."""
+
+    _STORAGE = (0, 1, 4, 5, 2, 3)             # storage position of logical axis b c h w i j
+
+    def __init__(self, x, k, s, perm=(0, 1, 2, 3, 4, 5)):
+        self.x, self.k, self.s, self.perm = x, k, s, tuple(perm)
+
+    def _logical(self):
+        b, c, h, w = (int(v) for v in self.x.shape)
+        (kh, kw), (sh, sw) = self.k, self.s
+        return (b, c, (h - kh) // sh + 1, (w - kw) // sw + 1, kh, kw)
+
+    def _shape(self):
+        sizes = self._logical()
+        return tuple(sizes[a] for a in self.perm)
+
+    def materialize(self):
+        with torch._C.DisableTorchFunction():
+            return self.x.unfold(2, self.k[0], self.s[0]).unfold(3, self.k[1], self.s[1]).permute(*self.perm)
+
+    def permute(self, *dims):
+        dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
+        return Patches(self.x, self.k, self.s, tuple(self.perm[int(d) % 6] for d in dims))
+
+    def contiguous(self, *args, **kwargs):
+        return self
+
+    def _flat(self):
+        """The data in this view's row-major order as a rank <= 4 tensor, or None."""
+        order = [self._STORAGE[a] for a in self.perm]            # storage axes in the wanted order
+        runs = [[order[0]]]
+        for a in order[1:]:
+            if a == runs[-1][-1] + 1:
+                runs[-1].append(a)
+            else:
+                runs.append([a])
+        if len(runs) > 4:
+            return None
+        sizes = self._logical()
+        storage_sizes = [sizes[self.perm[order.index(p)]] for p in range(6)]
+        by_start = sorted(runs, key=lambda r: r[0])
+        u = im2col(self.x, self.k, 1, 0, self.s)                   # [B, C*kh*kw, nH*nW]
+        u = u.reshape(*[int(np.prod([storage_sizes[a] for a in r])) for r in by_start])
+        return u.permute(*[by_start.index(r) for r in runs])
+
+    def reshape(self, *shape):
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)) else shape
+        flat = self._flat()
+        if flat is None or len(shape) > 4:
+            return self.materialize().reshape(*shape)
+        return flat.reshape(*shape)
+
+    view = reshape
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        dims = list(self._shape())
+        start, end = start_dim % 6, end_dim % 6
+        return self.reshape(*dims[:start], int(np.prod(dims[start:end + 1])), *dims[end + 1:])

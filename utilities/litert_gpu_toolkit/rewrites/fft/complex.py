@@ -74,8 +74,10 @@ class SplitComplex:
         return f"SplitComplex(shape={tuple(self.shape)}, dtype={self.re.dtype})"
 
     def materialize(self) -> torch.Tensor:
-        """The true complex tensor (host-side / fallback; not convertible)."""
-        return torch.complex(self.re, self.im)
+        """The true complex tensor (host-side / fallback; not convertible). Built with torch functions off, so
+        the rewrite mode's torch.complex handler does not turn it back into a SplitComplex."""
+        with torch._C.DisableTorchFunction():
+            return torch.complex(self.re, self.im)
 
     # ------------------------------------------------------------------ values
     @property
