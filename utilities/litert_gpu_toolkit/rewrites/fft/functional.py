@@ -22,6 +22,10 @@ complex or non-float inputs, a window that is not a 1-D real tensor of length wi
 istft(return_complex=True), and a reflect pad wider than the signal. The NOLA check of torch.istft
 can be done only when the window's values are known (eager); under export a window whose overlap-add
 vanishes gives inf / NaN where torch.istft would raise.
+
+fp16 (the GPU): the handler keeps torch's scale (no `prescale`), so |z|^2 = re^2 + im^2 overflows 65504
+once a bin's magnitude passes 256 (reachable for n_fft >= 1024 on loud audio); use `ConvSTFT(prescale=...)`
+or `LogMel` explicitly there, and check the spectrogram numerically on the GPU.
 """
 from __future__ import annotations
 
