@@ -48,5 +48,5 @@ from .pixel_shuffle import (
     pixelshuffle_to_conv_transpose,
 )
 from .views import lower_rank_views
-from . import reductions  # noqa: F401 - registers the reduction / softmax / map handlers of the same rewrite
+from . import products, reductions  # noqa: F401 - more handlers of the same rewrite (lower_rank_views)
 from .window_attention import WindowAttentionRank4, patch_window_attention
