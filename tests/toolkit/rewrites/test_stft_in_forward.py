@@ -129,3 +129,15 @@ def test_stft_in_forward_runs_gpu_only(gpu, tmp_path):
     assert len(res.comparisons) == 3
     for c in res.comparisons:
         assert c.nonfinite == 0 and c.corr >= 0.999, res.summary()
+
+
+def test_return_complex_false_gives_the_real_view():
+    class M(nn.Module):
+        def forward(self, x):
+            return torch.stft(x, 64, 16, window=torch.ones(64), return_complex=False)
+
+    x = _signal(500)
+    with pytest.warns(UserWarning):
+        ref = M()(x)
+    out = GpuRewriteWrapper(M(), include=["patch_stft"])(x)
+    assert out.shape == ref.shape and (out - ref).abs().max().item() <= 2e-5 * ref.abs().max().item()
