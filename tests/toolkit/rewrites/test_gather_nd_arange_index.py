@@ -150,7 +150,7 @@ class PackedCausal(nn.Module):
         super().__init__()
         torch.manual_seed(0)
         self.heads = heads
-        self.bias = nn.Embedding(8, heads)
+        self.bias = nn.Embedding(8, 1)
 
     def forward(self, x):
         s = x.shape[1]
@@ -163,7 +163,7 @@ class PackedCausal(nn.Module):
         n = (torch.arange(s)[None, :] - torch.arange(s)[:, None]).abs()
         large = 4 + (torch.log(n.float() / 4) / math.log(8) * 4).to(torch.long)
         bucket = torch.where(n < 4, n, torch.min(large, torch.full_like(large, 7)))
-        bias = self.bias(bucket).permute(2, 0, 1).unsqueeze(0)
+        bias = self.bias(bucket).reshape(1, 1, s, s)
         h = x.view(1, s, self.heads, -1).transpose(1, 2)
         att = torch.softmax(torch.matmul(h, h.transpose(-1, -2)) * 0.25 + mask + bias, dim=-1)
         return torch.matmul(att, h)

@@ -14,7 +14,7 @@ from torch import nn
 from .. import Change, register
 from ..functional import HANDLERS
 from ..scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
-from ..gather_nd.index_math import value_of
+from ..gather_nd.index_math import real_values, value_of
 from ..select import arith_where
 
 
@@ -32,14 +32,28 @@ def _fill_fp16(value):
     return math.copysign(MASK_FILL, c)
 
 
+def _number(v):
+    """A one-element tensor that depends on no input (HF's `torch.zeros((), dtype=...)` branch) as its
+    Python number -- a blend with a number needs no op on it; anything else unchanged."""
+    known = value_of(v)
+    if known is not None and known.numel() == 1 and known.dim() == 0 and known.dtype.is_floating_point:
+        with real_values():
+            return float(known)
+    return v
+
+
 def _mask_fill_handler(cond, input=None, other=None, *, out=None):
     if input is None or other is None or out is not None or not isinstance(cond, torch.Tensor):
         return NotImplemented
+    dtype = torch.result_type(input, other)
+    if _static(cond, input, other):
+        return NotImplemented
+    input, other = _number(input), _number(other)
     a, b = _fill_fp16(input), _fill_fp16(other)
     if a is None and b is None:
         return NotImplemented
     try:
-        return arith_where(cond, input if a is None else a, other if b is None else b)
+        return arith_where(cond, input if a is None else a, other if b is None else b).to(dtype)
     except (TypeError, ValueError):
         return NotImplemented
 
@@ -83,8 +97,9 @@ def _mask_fill_exact_handler(cond, input=None, other=None, *, out=None):
         return NotImplemented
     if (_big(input) is None) == (_big(other) is None):
         return NotImplemented
+    dtype = torch.result_type(input, other)
     try:
-        return mask_fill_exact(cond, input, other)
+        return mask_fill_exact(cond, _number(input), _number(other)).to(dtype)
     except (TypeError, ValueError, RuntimeError):
         return NotImplemented
 
