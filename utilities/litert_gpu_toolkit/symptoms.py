@@ -45,7 +45,8 @@ SYMPTOMS: tuple[Symptom, ...] = (
               "indexing with integer tensors (HF attention-mask building: padding_mask[batch_idx, kv_idx]) "
               "lower to gathers, which the GPU does not run.",
         rewrites=("patch_grid_sample", "patch_maxpool_zeropad", "patch_interpolate", "patch_patch_merging",
-                  "patch_reflect_pad", "patch_gather_onehot", "patch_index_onehot"),
+                  "patch_reflect_pad", "patch_gather_onehot", "patch_index_onehot", "patch_index_arange",
+                  "patch_fold_index_math"),
         ops=("GATHER_ND", "GATHER"),
         log=r"GATHER(_ND)?: ",
         stage="gpu",
@@ -182,7 +183,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
         seen="'Lowering not found: aten._fft_r2c' / 'aten.complex'",
         cause="torch.stft / istft and complex tensors have no lowering; a DFT is a fixed linear map and can be a "
               "convolution.",
-        rewrites=("ConvSTFT", "ConvISTFT", "LogMel"),
+        rewrites=("patch_stft", "ConvSTFT", "ConvISTFT", "LogMel"),
         log=r"_fft_|aten\.complex|view_as_real|view_as_complex",
         ops=("RFFT2D", "CUSTOM:FlexRFFT"),
         stage="convert",
@@ -246,7 +247,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
         cause="A reduction (variance, sum of squares, long mean) passes fp16's 65504 on the GPU, or a constant "
               "beyond it (HF's finfo(float32).min mask fill) meets a multiply by 0.",
         rewrites=("patch_safe_layernorm", "patch_rmsnorm", "patch_instance_norm", "patch_group_norm",
-                  "hierarchical_mean", "safe_mean", "safe_sum", "patch_mask_fill_fp16"),
+                  "hierarchical_mean", "safe_mean", "safe_sum", "patch_mask_fill_exact", "patch_mask_fill_fp16"),
         numeric="nonfinite",
     ),
     Symptom(

@@ -40,4 +40,4 @@ from __future__ import annotations
 from .basis import make_window, stft_basis, istft_synthesis, window_envelope, hz_to_mel, mel_to_hz, mel_filterbank
 from .modules import reflect_pad_1d, split_complex, ConvSTFT, ConvISTFT, LogMel
 from .complex import SplitComplex
-from .functional import stft_split, istft_split
+from .functional import patch_stft, stft_split, istft_split

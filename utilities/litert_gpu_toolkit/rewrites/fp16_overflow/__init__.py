@@ -1,11 +1,12 @@
 """Wall `fp16_overflow`: a reduction or fill that leaves fp16's range (inf / NaN at full residency).
 
 `norms`: LayerNorm / GroupNorm / InstanceNorm in a scaled form and overflow-safe means and sums (exact to
-fp32 rounding); `mask_fill`: the opt-in, approximate -1e4 attention-mask fill.
+fp32 rounding); `mask_fill`: the default, exact mask fill (`patch_mask_fill_exact`) and the opt-in, approximate
+-1e4 one (`patch_mask_fill_fp16`).
 """
 from __future__ import annotations
 
-from .mask_fill import FP16_MAX, MASK_FILL, patch_mask_fill_fp16
+from .mask_fill import FP16_MAX, MASK_FILL, mask_fill_exact, patch_mask_fill_exact, patch_mask_fill_fp16
 from .norms import (
     hierarchical_mean,
     safe_mean,

@@ -7,6 +7,7 @@ rewrite here is exact (see each module for its bound).
 from __future__ import annotations
 
 from .arange_index import arange_offset, index_by_arange, patch_index_arange
+from .index_math import patch_fold_index_math
 from .grid_sample import grid_sample_dense, patch_grid_sample
 from .interpolate import resize_matrix, interpolate_separable, SeparableUpsample, patch_interpolate
 from .maxpool import maxpool_edge_pad, EdgePadMaxPool, patch_maxpool_zeropad
