@@ -78,3 +78,37 @@ def test_broadcast_rewritten_is_bit_exact_and_gpu_clean(tmp_path, gpu):
 
 
 # ============================================================================== RELU_0_TO_1
+
+
+# ---------------------------------------------------------------------------------- Tensor.repeat
+
+def _repeat_model():
+    from torch_helpers import Fn
+
+    # diffusers' UNet1DModel: the timestep embedding repeated along time, then joined with the sample
+    return Fn(lambda x, emb: torch.cat([x, emb[..., None].repeat([1, 1, x.shape[2]])], 1) * 2.0).eval()
+
+
+def test_repeat_is_bit_exact_and_no_broadcast_to_is_left(tmp_path):
+    x, emb = torch.randn(1, 2, 64), torch.randn(1, 32)
+    model = _repeat_model()
+    wrapped = GpuRewriteWrapper(model, include=["patch_broadcast_to"])
+    with torch.no_grad():
+        assert torch.equal(wrapped(x, emb), model(x, emb))
+        for sizes in ([2, 3], [2, 1, 3], (1, 4)):                # tile of a size > 1 axis, leading new axes
+            t = torch.randn(2, 3)
+            tiled = GpuRewriteWrapper(_fn(lambda v: v.repeat(*sizes)), include=["patch_broadcast_to"])
+            assert torch.equal(tiled(t), t.repeat(*sizes))
+    assert "BROADCAST_TO" in _convert(model, (x, emb), tmp_path / "plain.tflite").op_histogram()
+    assert "BROADCAST_TO" not in _convert(wrapped, (x, emb), tmp_path / "fixed.tflite").op_histogram()
+
+
+def _fn(fn):
+    from torch_helpers import Fn
+
+    return Fn(fn).eval()
+
+
+def test_repeat_runs_gpu_only(gpu, tmp_path):
+    wrapped = GpuRewriteWrapper(_repeat_model(), include=["patch_broadcast_to"])
+    _gpu_clean(wrapped, (torch.randn(1, 2, 64), torch.randn(1, 32)), tmp_path / "m.tflite")

@@ -193,3 +193,22 @@ def test_index_math_plain_walls_and_default_pass_on_gpu(gpu, tmp_path):
     assert "patch_fold_index_math" in fixed.kept, fixed.summary()
     assert fixed.ok, fixed.summary()
     print("\n[llvmpipe fp16]", fixed.report.summary)
+
+
+def test_a_meshgrid_of_aranges_folds_to_a_constant(tmp_path):
+    """torchvision RAFT's coordinate grid: meshgrid of aranges, stacked and repeated (plain: BROADCAST_TO)."""
+    from litert_gpu_toolkit.export import export_tflite
+    from torch_helpers import Fn
+
+    def coords(x):
+        grid = torch.meshgrid(torch.arange(x.shape[2]), torch.arange(x.shape[3]), indexing="ij")
+        return x + torch.stack(grid[::-1], dim=0).float()[None].repeat(x.shape[0], 1, 1, 1)
+
+    x = torch.randn(1, 2, 6, 7)
+    model = Fn(coords).eval()
+    wrapped = GpuRewriteWrapper(model)
+    with torch.no_grad():
+        assert torch.equal(wrapped(x), model(x))
+    plain = read_model_info(export_tflite(model, (x,), tmp_path / "plain.tflite")).op_histogram()
+    fixed = read_model_info(export_tflite(wrapped, (x,), tmp_path / "fixed.tflite")).op_histogram()
+    assert "BROADCAST_TO" in plain and set(fixed) == {"ADD"}, (plain, fixed)

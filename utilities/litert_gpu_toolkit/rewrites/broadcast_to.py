@@ -114,6 +114,21 @@ def _broadcast_to(self, size):
     return NotImplemented if shape is None else expand_by_cat(self, shape)
 
 
+@register_handler(torch.Tensor.repeat, "patch_broadcast_to")
+def _repeat(self, *sizes):
+    """x.repeat(sizes) as copies joined by CONCATENATION: litert-torch lowers a repeat to BROADCAST_TO (diffusers'
+    1-D UNet repeats its timestep embedding along time). Bit-exact (copies only)."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list, torch.Size)):
+        sizes = tuple(sizes[0])
+    if not all(isinstance(s, int) and s >= 1 for s in sizes) or len(sizes) < self.dim() or all(s == 1 for s in sizes):
+        return NotImplemented
+    x = self.reshape((1,) * (len(sizes) - self.dim()) + tuple(self.shape))
+    for dim, n in enumerate(sizes):
+        if n != 1:
+            x = _tile(x, n, dim)
+    return x
+
+
 @register_handler(torch.Tensor.repeat_interleave, "patch_repeat_kv")
 @register_handler(torch.repeat_interleave, "patch_repeat_kv")
 def _repeat_interleave(input, repeats=None, dim=None, *, output_size=None):

@@ -50,9 +50,10 @@ FOLDED = (
     T.to, T.long, T.int, T.bool, T.float, T.type_as, T.__getitem__, T.unsqueeze, torch.unsqueeze, T.squeeze,
     T.view, T.reshape, torch.reshape, T.expand, T.expand_as, T.repeat, T.permute, T.transpose, torch.transpose,
     T.flatten, T.contiguous, T.clone, torch.cat, torch.stack, torch.broadcast_to, T.narrow, T.flip, torch.flip,
+    torch.meshgrid, T.split, torch.split, T.chunk, torch.chunk, T.unbind, torch.unbind, T.double,
 )
 _LIKE = (torch.zeros_like, torch.ones_like, torch.full_like, T.new_ones, T.new_zeros, T.new_full, T.new_tensor)
-_SOURCES = (torch.arange, torch.zeros, torch.ones, torch.full, torch.tensor, *_LIKE)
+_SOURCES = (torch.arange, torch.zeros, torch.ones, torch.full, torch.tensor, torch.linspace, torch.eye, *_LIKE)
 
 
 def value_of(t) -> torch.Tensor | None:
