@@ -2,6 +2,7 @@
 # The test suite, set-up included.
 #   ./scripts/test.sh                               lint (ruff), then the fast lane, then the GPU and slow tests
 #   ./scripts/test.sh -m "not gpu and not slow"     the fast lane alone (under 3 minutes on 2 cores; no GPU needed)
+#   ./scripts/test.sh -m sweep                      the architecture sweeps (the zoo covers them; not in CI)
 #   ./scripts/test.sh ARGS...                       any other pytest arguments, passed as they are
 # Under LITERT_GPU_REQUIRED=1 (CI) GPU tests fail instead of skipping when no GPU adapter is found.
 # Workers (pytest-xdist): a run that selects no GPU test ("not gpu" in its -m) uses LITERT_TEST_WORKERS
@@ -25,5 +26,5 @@ echo "[test] lint: ruff check"
 "$PY" -m ruff check .
 echo "[test] fast lane: -m 'not gpu and not slow' on $WORKERS workers"
 "$PY" -m pytest -n "$WORKERS" -m "not gpu and not slow"
-echo "[test] GPU and slow tests: -m 'gpu or slow'"
-"$PY" -m pytest -m "gpu or slow"
+echo "[test] GPU and slow tests: -m '(gpu or slow) and not sweep'"
+"$PY" -m pytest -m "(gpu or slow) and not sweep"

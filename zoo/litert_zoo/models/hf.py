@@ -315,7 +315,6 @@ ROWS: tuple[ZooModel, ...] = (
         "gpt2",
         "llm",
         _hf("GPT2Model", "GPT2Config", _ids, vocab_size=100, n_embd=64, n_layer=2, n_head=4, n_positions=64),
-        fast=True,
     ),
     ZooModel("llama", "llm", _hf("LlamaModel", "LlamaConfig", _ids, **_LLM)),
     ZooModel("qwen2", "llm", _hf("Qwen2Model", "Qwen2Config", _ids, **_LLM)),
