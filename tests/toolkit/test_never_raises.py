@@ -68,6 +68,8 @@ def test_fold_is_exact_in_torch_and_leaves_the_original_alone():
         assert torch.equal(folded(X), ref)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())     # the original is untouched
     assert hasattr(model[0], "weight_g") and parametrize.is_parametrized(model[1])
+    with torch.no_grad():           # and still runs: a copy shares the injected Parametrized* class (EnCodec broke)
+        assert torch.equal(model(X), ref)
 
 
 def test_weight_norm_stack_passes_on_the_gpu_with_no_norm_op_left(tmp_path, gpu):

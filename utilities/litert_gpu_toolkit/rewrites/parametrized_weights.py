@@ -43,6 +43,12 @@ def _fold_parametrize(path: str, module) -> list[Change]:
 
     if not parametrize.is_parametrized(module):
         return []
+    # A deep copy of a parametrized module shares its injected class (ParametrizedConv1d, ...) with the original,
+    # and remove_parametrizations deletes the weight property from that class: the original would lose `weight`.
+    # The module being folded gets its own copy of the class first.
+    cls = type(module)
+    module.__class__ = type(cls.__name__, cls.__bases__,
+                            {k: v for k, v in cls.__dict__.items() if k not in ("__dict__", "__weakref__")})
     changes = []
     for name in list(module.parametrizations.keys()):
         kinds = "+".join(type(p).__name__.lstrip("_") for p in module.parametrizations[name])
