@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -58,9 +59,33 @@ def load_results(path: Path) -> dict[str, ZooRow]:
     return {d["name"]: row_from_dict(d) for d in data.get("rows", [])}
 
 
+_CHECKOUT = str(Path(__file__).resolve().parents[2]) + "/"
+_PATHS = ((re.compile(r"/[^\s:'\"()]*/site-packages/"), "site-packages/"),      # an installed library's file
+          (re.compile(r"/[^\s:'\"()]*/(zoo/litert_zoo|utilities/litert_gpu_toolkit)/"), r"\1/"),   # any checkout
+          (re.compile(r"/tmp/[^\s:'\"()]+"), "<work file>"))
+
+
+def scrub(text: str) -> str:
+    """A note without this machine's paths: checkout, site-packages and temporary paths made relative / named."""
+    for pattern, repl in _PATHS:
+        text = pattern.sub(repl, text)
+    return text.replace(_CHECKOUT, "")
+
+
+def _scrubbed(d: dict) -> dict:
+    for key in ("note", "error"):
+        if isinstance(d.get(key), str):
+            d[key] = scrub(d[key])
+    for key in ("plain", "gpu"):
+        if isinstance(d.get(key), dict):
+            _scrubbed(d[key])
+    return d
+
+
 def save_results(path: Path, rows: dict[str, ZooRow], environment: dict, order: list[str] = ()) -> None:
-    """Atomic write (temp file + rename) so an interrupted run never leaves a half file; rows in `order` first."""
+    """Atomic write (temp file + rename) so an interrupted run never leaves a half file; rows in `order` first.
+    Notes and errors are scrubbed of this machine's paths (results are committed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     order = [n for n in order if n in rows] + [n for n in rows if n not in order]
-    data = {"environment": environment, "rows": [asdict(rows[n]) for n in order]}
+    data = {"environment": environment, "rows": [_scrubbed(asdict(rows[n])) for n in order]}
     write_text_atomic(path, json.dumps(data, indent=1) + "\n")
