@@ -33,6 +33,7 @@ class ZooRow:
     error: str = ""                       # the row could not be produced (build failure, crash, timeout)
     seconds: float = 0.0
     library: str = ""                     # transformers / timm / torchvision / diffusers / ultralytics
+    toolkit_commit: str = ""              # the toolkit's commit this row ran on ("" = the run's, in environment)
 
     @property
     def passed(self) -> bool:

@@ -53,13 +53,25 @@ def _summarise(result, seconds: float) -> RunSummary:
                       list(getattr(result, "attempts", []) or []))
 
 
+def _toolkit_commit() -> str:
+    try:
+        import litert_gpu_toolkit
+        from litert_gpu_toolkit.recipe.results import git_commit, git_dirty
+
+        where = Path(litert_gpu_toolkit.__file__).parent
+        commit = git_commit(where) or ""
+        return commit + ("+dirty" if commit and git_dirty(where) else "")
+    except Exception:                                         # noqa: BLE001 - provenance only
+        return ""
+
+
 def run_one(name: str, workdir: Path) -> ZooRow:
     """Build, convert with the defaults and check; convert plain too when the defaults do not PASS (when they do,
     plain cannot be better, and the row's plain column says "not run"). In this process."""
     from litert_gpu_toolkit import convert_for_gpu
 
     entry = ZOO[name]
-    row = ZooRow(name, entry.domain, library=entry.library)
+    row = ZooRow(name, entry.domain, library=entry.library, toolkit_commit=_toolkit_commit())
     t0 = time.perf_counter()
     try:
         model, inputs = entry.build()

@@ -36,11 +36,20 @@ def _why(row: ZooRow) -> str:
     return "; ".join(parts)
 
 
-def _commit(env: dict) -> str:
-    if not env.get("toolkit_commit"):
+def _commit(env: dict, done: list[ZooRow] = ()) -> str:
+    run = env.get("toolkit_commit") or ""
+    if run and env.get("toolkit_dirty"):
+        run += "+dirty"
+    counts: dict[str, int] = {}
+    for r in done:
+        key = r.toolkit_commit or run
+        counts[key] = counts.get(key, 0) + 1
+    counts.pop("", None)
+    if not counts:
         return ""
-    dirty = " (with uncommitted changes)" if env.get("toolkit_dirty") else ""
-    return f" Toolkit at commit {env['toolkit_commit']}{dirty}."
+    if len(counts) == 1:
+        return f" Toolkit at commit {next(iter(counts))}."
+    return " Toolkit commits: " + ", ".join(f"{c} ({n} rows)" for c, n in counts.items()) + "."
 
 
 def _by_library(done: list[ZooRow]) -> list[tuple[str, int, int, int]]:
@@ -74,7 +83,7 @@ def render_table(rows: dict[str, ZooRow], env: dict, held_out: bool = False) -> 
         "(produced by `python zoo/run.py`); do not edit by hand.",
         "",
         f"Device: {label} -- a proxy for a phone GPU, not one. {versions}."
-        + _commit(env),
+        + _commit(env, done),
         "",
         f"**convert_for_gpu: {len(passed)}/{len(done)} PASS** (strict GPU-only, every output's fp16 and fp32 GPU "
         f"corr >= 0.999 vs torch). {len(done)} of the {total} {'held-out' if held_out else 'zoo'} rows have a "
