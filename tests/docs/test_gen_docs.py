@@ -90,3 +90,13 @@ def test_committed_data_names_no_absolute_path():
     for path in files:
         bad = [s for s in strings(json.loads(path.read_text())) if s.startswith("/") or str(ROOT) in s]
         assert not bad, f"{path.relative_to(ROOT)} names absolute paths: {bad[:3]}"
+
+
+def test_no_tracked_file_names_this_checkout():
+    """No committed file (code, tests, docs, data) names the folder this checkout lives in."""
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    here = str(ROOT)
+    bad = [name for name in listed.stdout.splitlines()
+           if (ROOT / name).is_file() and here in (ROOT / name).read_text(errors="ignore")]
+    assert not bad, f"files naming {here}: {bad}"

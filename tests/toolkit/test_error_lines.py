@@ -16,7 +16,7 @@ STFT = """RuntimeError: Unsupported ir element type: complex<f32>
 
 While executing %permute : [num_users=1] = call_function[target=torch.ops.aten.permute.default](args = (%_fft_r2c, [0, 2, 1]), kwargs = {})
 Original traceback:
-File "/work/main/utilities/litert_gpu_toolkit/rewrites/functional.py", line 76, in forward
+File "/home/user/proj/utilities/litert_gpu_toolkit/rewrites/functional.py", line 76, in forward
     out = self.model(*args, **kwargs)
   File "/tmp/errs/repro.py", line 7, in forward
     s = torch.stft(x, 64, hop_length=16, window=torch.hann_window(64), return_complex=True)
@@ -40,15 +40,15 @@ The following call raised this error:
 
 The error above occurred when calling torch.export.export. If you would like to view some more information about this error, and get a list of all other errors that may occur in your export call, you can replace your `export()` call with `draft_export()`."""  # noqa: E501
 
-LEGALIZE = """ValueError: Failed to run converter passes: /work/main/.venv/lib/python3.11/site-packages/torch/nn/modules/conv.py:1198:0: error: failed to legalize operation 'mhlo.convolution' that was explicitly marked illegal: %14 = "mhlo.convolution"(%9, %13) <{batch_group_count = 1 : i64, feature_group_count = 1 : i64, lhs_dilation = dense<2> : tensor<2xi64>, padding = dense<1> : tensor<2x2xi64>}> : (tensor<1x5x5x2xf32>, tensor<2x3x3x2xf32>) -> tensor<1x9x9x2xf32>"""  # noqa: E501
+LEGALIZE = """ValueError: Failed to run converter passes: /home/user/proj/.venv/lib/python3.11/site-packages/torch/nn/modules/conv.py:1198:0: error: failed to legalize operation 'mhlo.convolution' that was explicitly marked illegal: %14 = "mhlo.convolution"(%9, %13) <{batch_group_count = 1 : i64, feature_group_count = 1 : i64, lhs_dilation = dense<2> : tensor<2xi64>, padding = dense<1> : tensor<2x2xi64>}> : (tensor<1x5x5x2xf32>, tensor<2x3x3x2xf32>) -> tensor<1x9x9x2xf32>"""  # noqa: E501
 
 LOWERING = """RuntimeError: Lowering not found: aten.linalg_matrix_exp.default
 
 While executing %linalg_matrix_exp : [num_users=1] = call_function[target=torch.ops.aten.linalg_matrix_exp.default](args = (%sub_1,), kwargs = {})
 Original traceback:
-File "/work/main/.venv/lib/python3.11/site-packages/torch/nn/modules/linear.py", line 134, in forward
+File "/home/user/proj/.venv/lib/python3.11/site-packages/torch/nn/modules/linear.py", line 134, in forward
     return F.linear(input, self.weight, self.bias)
-  File "/work/main/.venv/lib/python3.11/site-packages/torch/nn/utils/parametrizations.py", line 91, in forward
+  File "/home/user/proj/.venv/lib/python3.11/site-packages/torch/nn/utils/parametrizations.py", line 91, in forward
     Q = torch.matrix_exp(A)
 Use tlparse to see full graph. (https://github.com/pytorch/tlparse?tab=readme-ov-file#tlparse-parse-structured-pt2-logs)"""  # noqa: E501
 
@@ -147,7 +147,7 @@ def test_a_refused_op_and_a_log_that_says_more():
     generic = "RuntimeError: conversion failed\nFor more information, run with TORCH_LOGS=\"+dynamo\""
     assert telling_line(generic) == "RuntimeError: conversion failed"
     assert with_log(generic, LOWERING).endswith("no lowering for aten.linalg_matrix_exp.default (Lowering not found) "
-                                                "(at /work/main/.venv/lib/python3.11/site-packages/torch/nn/utils/"
+                                                "(at /home/user/proj/.venv/lib/python3.11/site-packages/torch/nn/utils/"
                                                 "parametrizations.py:91 in forward: Q = torch.matrix_exp(A))")
     assert with_log(LOWERING, STFT) == LOWERING                 # a specific error keeps its own line
     assert "no lowering for aten.linalg_matrix_exp" in telling_line(with_log(generic, LOWERING))
