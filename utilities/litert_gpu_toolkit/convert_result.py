@@ -93,25 +93,21 @@ STAGES = {"run": "running the model in torch on the example inputs", "copy": "co
 
 
 def np_tree(value) -> list[np.ndarray]:
-    """The tensors of a (nested) output as numpy arrays, in the order the converter flattens them."""
-    import dataclasses
-
+    """The tensors of a (nested) output as numpy arrays, in the order the converter flattens them
+    (`outputs.flat_tensors`); int64 as int32 and other floats as float32, as the converted file holds them."""
     import torch
 
-    if isinstance(value, torch.Tensor):
-        t = value.detach().cpu()
+    from .outputs import flat_tensors
+
+    arrays = []
+    for t in flat_tensors(value):
+        t = t.detach().cpu()
         if t.dtype == torch.int64:
             t = t.to(torch.int32)
         if t.dtype in (torch.float64, torch.bfloat16, torch.float16):
             t = t.to(torch.float32)
-        return [t.numpy()]
-    if isinstance(value, dict):
-        return [a for v in value.values() for a in np_tree(v)]
-    if isinstance(value, (list, tuple)):
-        return [a for v in value for a in np_tree(v)]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return [a for f in dataclasses.fields(value) for a in np_tree(getattr(value, f.name))]
-    return []
+        arrays.append(t.numpy())
+    return arrays
 
 
 def _corrs(report) -> list[float]:

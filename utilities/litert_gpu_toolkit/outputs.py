@@ -71,18 +71,20 @@ class FlatOutputs(torch.nn.Module):
         return getattr(self.model, "changes", [])
 
     def forward(self, *args, **kwargs):
-        return tuple(_tensors(self.model(*args, **kwargs)))
+        return tuple(flat_tensors(self.model(*args, **kwargs)))
 
 
-def _tensors(value) -> list:
+def flat_tensors(value) -> list:
+    """The tensors of a (nested) output -- dicts, lists, tuples, dataclasses -- in the order the converter
+    flattens them; `convert_result.np_tree` lists the reference in this same order."""
     import dataclasses
 
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, dict):
-        return [t for v in value.values() for t in _tensors(v)]
+        return [t for v in value.values() for t in flat_tensors(v)]
     if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
+        return [t for v in value for t in flat_tensors(v)]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return [t for f in dataclasses.fields(value) for t in _tensors(getattr(value, f.name))]
+        return [t for f in dataclasses.fields(value) for t in flat_tensors(getattr(value, f.name))]
     return []
