@@ -92,5 +92,8 @@ _VIT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermed
             patch_size=8)
 _TEXT = dict(vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
              max_position_embeddings=64)
+# the wav2vec2-family speech encoders: a 2-layer conv feature extractor (stride 20) under a tiny transformer
+_SPEECH = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, conv_dim=[32, 32],
+               conv_stride=[5, 4], conv_kernel=[10, 4], num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4)
 _LLM = dict(vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             intermediate_size=128, max_position_embeddings=64, head_dim=16)

@@ -13,7 +13,7 @@ from ..build import ids as _ids
 from ..build import image as _image
 from ..build import mel as _mel
 from ..build import spectrogram as _spectrogram
-from ._hf import _LLM, _TEXT, _VIT, _hf, _masked
+from ._hf import _LLM, _SPEECH, _TEXT, _VIT, _hf, _masked
 from ..weights import ZooModel
 
 ROWS: tuple[ZooModel, ...] = (
@@ -199,15 +199,7 @@ ROWS: tuple[ZooModel, ...] = (
             "Wav2Vec2Model",
             "Wav2Vec2Config",
             _audio,
-            hidden_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            intermediate_size=128,
-            conv_dim=[32, 32],
-            conv_stride=[5, 4],
-            conv_kernel=[10, 4],
-            num_conv_pos_embeddings=16,
-            num_conv_pos_embedding_groups=4,
+            **_SPEECH,
             do_stable_layer_norm=False,
             feat_extract_norm="group",
         ),
@@ -219,15 +211,7 @@ ROWS: tuple[ZooModel, ...] = (
             "HubertModel",
             "HubertConfig",
             _audio,
-            hidden_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            intermediate_size=128,
-            conv_dim=[32, 32],
-            conv_stride=[5, 4],
-            conv_kernel=[10, 4],
-            num_conv_pos_embeddings=16,
-            num_conv_pos_embedding_groups=4,
+            **_SPEECH,
         ),
     ),
     ZooModel(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..build import audio as _audio
 from ..build import image as _image
 from ..weights import ZooModel
-from ._hf import _LLM, _TEXT, _VIT, _causal_lm, _decode_step, _hf, _masked
+from ._hf import _LLM, _SPEECH, _TEXT, _VIT, _causal_lm, _decode_step, _hf, _masked
 
 
 def _llm(**over):
@@ -101,7 +101,6 @@ ROWS: tuple[ZooModel, ...] = (
                                     key_dim=[8, 8, 8])),
     ZooModel("pvt_v2", "vision", _hf("PvtV2Model", "PvtV2Config", _image, hidden_sizes=[16, 32, 48, 64],
                                      depths=[1, 1, 1, 1], num_attention_heads=[1, 1, 2, 2])),
-    ZooModel("wavlm", "audio", _hf("WavLMModel", "WavLMConfig", _audio, hidden_size=64, num_hidden_layers=2,
-        num_attention_heads=4, intermediate_size=128, conv_dim=[32, 32], conv_stride=[5, 4], conv_kernel=[10, 4],
-        num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, num_buckets=16, max_bucket_distance=64)),
+    ZooModel("wavlm", "audio", _hf("WavLMModel", "WavLMConfig", _audio, num_buckets=16, max_bucket_distance=64,
+                                   **_SPEECH)),
 )
