@@ -281,6 +281,16 @@ def _workers(tmpdir: Path) -> list[int]:
     return sorted(pids)
 
 
+def _hanging(pid: int) -> bool:
+    """True when worker `pid` has reached the injected hang (its work folder's stderr says so)."""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        work = Path(cmd[cmd.index(b"litert_gpu_toolkit._worker") + 1].decode())
+        return "injecting a hang" in (work / "stderr.txt").read_text(errors="replace")
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 def _limit_memory():
     import resource
 
@@ -305,16 +315,22 @@ def run_case(case: Case, files: dict[str, Path], root: Path) -> Outcome:
         cmd = [sys.executable, "-m", "litert_gpu_toolkit", *argv]
     proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             preexec_fn=_limit_memory if case.kind == "cli:memlimit" else None)
-    if case.kind.startswith("signal") or case.kind == "kill_worker":
+    if case.kind == "kill_worker":
+        # kill the worker that is inside the injected hang, not whichever worker happens to be newest: under
+        # load the CPU stage's worker may still be listed when the GPU one has not started yet
+        deadline = time.time() + 120
+        hung: list[int] = []
+        while time.time() < deadline and not hung:
+            hung = [pid for pid in _workers(tmpdir) if _hanging(pid)]
+            time.sleep(0.1)
+        for pid in hung:
+            os.kill(pid, signal.SIGKILL)
+    elif case.kind.startswith("signal"):
         deadline = time.time() + 60
         while time.time() < deadline and not _workers(tmpdir):
             time.sleep(0.1)
         time.sleep(1.0)  # the child is up and inside the (hanging) runtime
-        if case.kind == "kill_worker":
-            for pid in _workers(tmpdir)[-1:]:  # the newest: the process that runs the model
-                os.kill(pid, signal.SIGKILL)
-        else:
-            proc.send_signal(getattr(signal, case.kind.split(":")[1]))
+        proc.send_signal(getattr(signal, case.kind.split(":")[1]))
     try:
         text, _ = proc.communicate(timeout=300)
     except subprocess.TimeoutExpired:
