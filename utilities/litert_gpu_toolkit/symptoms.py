@@ -247,7 +247,8 @@ SYMPTOMS: tuple[Symptom, ...] = (
         cause="A reduction (variance, sum of squares, long mean) passes fp16's 65504 on the GPU, or a constant "
               "beyond it (HF's finfo(float32).min mask fill) meets a multiply by 0.",
         rewrites=("patch_safe_layernorm", "patch_rmsnorm", "patch_instance_norm", "patch_group_norm",
-                  "hierarchical_mean", "safe_mean", "safe_sum", "patch_mask_fill_exact", "patch_mask_fill_fp16"),
+                  "hierarchical_mean", "safe_mean", "safe_sum", "patch_mask_fill_exact", "patch_safe_softmax",
+                  "patch_mask_fill_fp16"),
         numeric="nonfinite",
     ),
     Symptom(

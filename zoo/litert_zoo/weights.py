@@ -11,7 +11,12 @@ init leaves some conv models at ~1e-25, which would make any numeric check meani
     scales, cls / mask tokens, position tables) ~ U(0.5, 1.0) when its name says scale / gamma / lambda,
     else N(0, 0.02^2) + 0 (tokens, position tables);
   * norms (LayerNorm, GroupNorm, BatchNorm) are set to weight 1, bias 0, running stats (0, 1)
-    (some HF inits shrink BatchNorm weights, which left MobileViT at ~1e-7).
+    (some HF inits shrink BatchNorm weights, which left MobileViT at ~1e-7);
+  * then `calibrate_batch_norms` sets every BatchNorm's running mean and variance to the statistics of
+    its input on a second draw of the example inputs (one forward pass), as training leaves them: each
+    BatchNorm normalises. With running stats (0, 1) an inference-time
+    BatchNorm is an identity, and a deep net of residual blocks grows without bound (timm RepViT reached
+    1.7e6, far outside anything a trained model computes and outside fp16's range).
 
 Importing this module does not import torch; redrawing does.
 """
@@ -80,3 +85,35 @@ def redraw_weights(model, seed: int = 0) -> None:
                     p.copy_(torch.rand(p.shape, generator=g) * 0.5 + 0.5)
             else:
                 normal_(p, 0.02)
+
+
+def calibrate_batch_norms(model, run: Callable[[], object]) -> int:
+    """Set the running statistics of every BatchNorm in `model` from one call of `run()` (a forward pass on the
+    example inputs, in eval mode): a pre-hook on each layer sets its running mean and (biased) variance to those
+    of its input over every axis but the channel axis, just before the layer normalises with them, so each
+    later layer sees normalised activations. A layer that sees one value per channel (BatchNorm1d on a batch of
+    one) keeps (0, 1). Returns how many layers were calibrated."""
+    import torch
+    from torch import nn
+
+    done: list[nn.Module] = []
+
+    def pre_hook(m, args):
+        x = args[0]
+        if not isinstance(x, torch.Tensor) or x.dim() < 2 or x.numel() // x.shape[1] < 2:
+            return
+        axes = [0] + list(range(2, x.dim()))
+        with torch.no_grad():
+            m.running_mean.copy_(x.mean(axes))
+            m.running_var.copy_(x.var(axes, unbiased=False))
+        done.append(m)
+
+    handles = [m.register_forward_pre_hook(pre_hook) for m in model.modules()
+               if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
+    try:
+        with torch.no_grad():
+            run()
+    finally:
+        for h in handles:
+            h.remove()
+    return len(done)

@@ -146,8 +146,10 @@ def sdpa_rank3(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
     added at rank 3 (`add_at_rank3`): a constant mask inside the fused op is the rank-4 ADD of a folded
     constant that the GPU computes wrongly. Equal to the fused op to fp32 rounding (the order of the
     scaling and the sums may differ); a boolean mask or is_causal is the bias log(keep) (0 / -inf),
-    as in torch's reference form; fully masked rows are NaN in both. dropout_p must be 0."""
+    as in torch's reference form. The softmax is `safe_softmax`: a fully masked row of a finfo.min mask is
+    uniform as in torch (NaN on the fp16 GPU otherwise). dropout_p must be 0."""
     from .broadcast_to import repeat_kv_cat
+    from .fp16_overflow.softmax import safe_softmax
     from .gather_nd.index_math import constant, real_values, value_of
 
     if dropout_p:
@@ -173,7 +175,7 @@ def sdpa_rank3(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
         runtime = torch.log(attn_mask.to(scores.dtype)) if attn_mask.dtype == torch.bool else attn_mask
         scores = scores + runtime.reshape((1,) * (4 - runtime.dim()) + tuple(runtime.shape))
     scores = add_at_rank3(scores, bias) if _applies(scores, bias) else scores + bias
-    return torch.matmul(torch.softmax(scores, dim=-1), value)
+    return torch.matmul(safe_softmax(scores, -1), value)
 
 
 @register_handler(F.scaled_dot_product_attention, "patch_attention_bias_add")

@@ -19,6 +19,8 @@ from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites
 
 # -------------------------------------------------------------------------------------- SELECT
 
+FP16_MAX = 65504.0      # fp16's largest finite value: a constant beyond it is +/-inf on the fp16 GPU
+
 def _branch_term(value, sel: torch.Tensor, lsel_off: torch.Tensor | None, nonfinite: str):
     """The contribution of one where-branch: `value` where sel == 1, (+/-)0 where sel == 0."""
     c = _scalar_value(value)
@@ -28,6 +30,9 @@ def _branch_term(value, sel: torch.Tensor, lsel_off: torch.Tensor | None, nonfin
         if math.isinf(c):            # -log(1 - sel) is +inf where sel == 1 and 0 where sel == 0
             off = torch.log(1 - sel) if lsel_off is None else lsel_off
             return -off if c > 0 else off
+        if abs(c) > FP16_MAX:        # c * sel would be inf * 0 = NaN on the fp16 GPU (c is inf there)
+            off = torch.log(1 - sel) if lsel_off is None else lsel_off
+            return torch.clamp(off, min=c) if c < 0 else torch.clamp(-off, max=c)
         return None if c == 0 else sel * c
     if nonfinite == "finite":
         return value * sel
@@ -42,7 +47,9 @@ def arith_where(cond: torch.Tensor, a, b, *, nonfinite: str = "exact") -> torch.
     which is +inf where the branch is selected and 0 where it is not. The result is then t + 0 where
     selected -- exact for every finite value and for +/-inf -- and an inf in the *unused* branch
     becomes 0 instead of the NaN a plain blend gives (0 * inf). Constant branches cost less: a finite
-    constant c is c * sel, +/-inf is +/-(-log(1 - sel)) (the usual -inf attention mask is log(m)).
+    constant c is c * sel, +/-inf is +/-(-log(1 - sel)) (the usual -inf attention mask is log(m)), and a
+    finite constant beyond fp16's range (finfo(float32).min) is clamp(log(1 - sel), min=c): exactly c or 0
+    in fp32, and -inf or 0 on the fp16 GPU, where c * sel would be inf * 0 = NaN.
     NaN in the unused branch: clamp propagates NaN in torch, so the output is NaN there (a NaN cannot
     be removed by arithmetic); on the GPU, MAXIMUM/MINIMUM of NaN is device-defined (llvmpipe returns
     the other operand). Zeros keep their value but may lose their sign (-0 + 0 = +0).

@@ -15,12 +15,11 @@ from .. import Change, register
 from ..functional import HANDLERS
 from ..scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
 from ..gather_nd.index_math import real_values, value_of
-from ..select import arith_where
+from ..select import FP16_MAX, arith_where
 
 
 # ------------------------------------------------------------------ fp16-safe attention-mask fill
 
-FP16_MAX = 65504.0
 MASK_FILL = 1e4
 
 
