@@ -143,14 +143,15 @@ SYMPTOMS: tuple[Symptom, ...] = (
         seen="'No support of few identical inputs' / 'Expected 1 const input tensor(s)' (device only)",
         cause="The delegate declines an op whose two inputs are the same tensor (x / x) and ops whose inputs are "
               "all constants; they split the graph into partitions.",
-        rewrites=("patch_degenerate_softmax", "patch_relative_position_bias", "constant_to_input", "l2_normalize"),
+        rewrites=("patch_fold_constants", "patch_degenerate_softmax", "patch_relative_position_bias", "constant_to_input",
+                  "l2_normalize"),
         log=r"identical inputs|const input tensor",
-        by_op=(("ABS", ("patch_relative_position_bias", "constant_to_input")),
-               ("LOG", ("patch_relative_position_bias", "constant_to_input")),
-               ("MINIMUM", ("patch_relative_position_bias", "constant_to_input")),
-               ("DIV", ("patch_degenerate_softmax", "constant_to_input")),
-               ("SUB", ("patch_degenerate_softmax", "constant_to_input")),
-               ("MUL", ("l2_normalize", "constant_to_input"))),
+        by_op=(("ABS", ("patch_fold_constants", "patch_relative_position_bias", "constant_to_input")),
+               ("LOG", ("patch_fold_constants", "patch_relative_position_bias", "constant_to_input")),
+               ("MINIMUM", ("patch_fold_constants", "patch_relative_position_bias", "constant_to_input")),
+               ("DIV", ("patch_fold_constants", "patch_degenerate_softmax", "constant_to_input")),
+               ("SUB", ("patch_fold_constants", "patch_degenerate_softmax", "constant_to_input")),
+               ("MUL", ("patch_fold_constants", "l2_normalize", "constant_to_input"))),
         upstream="google-ai-edge/LiteRT#9192",
         desktop_reproduces=False,
         stage="gpu",
@@ -293,6 +294,39 @@ SYMPTOMS: tuple[Symptom, ...] = (
         notes=("Detect from the file: rewrites.constant_blowup.find_constant_blowup(model_info, module).",
                "On llvmpipe the folded [1, S, D] constant ADDed onto a rank-2 FULLY_CONNECTED result was also "
                "miscomputed (corr ~0.8); feeding the factor as an input fixed both.",),
+    ),
+    Symptom(
+        id="constant_operand",
+        seen="an elementwise op (ADD, MUL, ...) with a constant operand compiles GPU-only and returns wrong numbers "
+             "(fp16 and fp32) when its output has rank 2 or 3",
+        cause="The desktop GPU computes a rank-2/3 binary op wrongly when its constant operand varies along an axis "
+              "other than the last (runtime [4, 8, 1] * constant [4, 8, 8]: corr 0.09; [2, 8] + constant [1, 2, 8]: "
+              "0.59); the same op at rank 4 is right. Seen in WavLM's gated position bias and in folded tables added "
+              "to rank-2 results. Measured on llvmpipe, ai-edge-litert 2.3.0.",
+        rewrites=("patch_constant_operand_rank4", "patch_fold_constants"),
+        numeric="degraded",
+    ),
+    Symptom(
+        id="batch_matmul",
+        seen="BATCH_MATMUL rejected ('Not supported batched mat mul case: non-constant tensor'), or a batched matmul "
+             "whose batch axes broadcast compiles GPU-only and returns wrong numbers",
+        cause="The GPU takes a constant only as the right operand of a batched matmul (a learned attention query, "
+              "a ones matrix after a length-1 softmax are left operands); a batched matmul whose operands' batch "
+              "axes differ and broadcast is miscomputed (corr ~0.5 on llvmpipe, ai-edge-litert 2.3.0).",
+        rewrites=("patch_matmul_operands",),
+        ops=("BATCH_MATMUL",),
+        log=r"batched mat mul",
+    ),
+    Symptom(
+        id="avg_pool",
+        seen="a padded average pool (AvgPool2d with padding) compiles GPU-only and returns wrong numbers, or "
+             "STABLEHLO_REDUCE_WINDOW is rejected (count_include_pad=False)",
+        cause="AvgPool2d(3, 2, 1) converts to PAD + AVERAGE_POOL_2D, which the desktop GPU computes wrongly near the "
+              "borders (corr 0.968, fp16 and fp32); count_include_pad=False becomes a REDUCE_WINDOW the GPU has no "
+              "kernel for. Measured on llvmpipe, ai-edge-litert 2.3.0.",
+        rewrites=("patch_avg_pool",),
+        ops=("STABLEHLO_REDUCE_WINDOW",),
+        numeric="degraded",
     ),
     Symptom(
         id="recurrent",

@@ -70,21 +70,31 @@ def built(model, inputs, call: Callable | None = None):
         wrapped, args = wrap(model, tuple(inputs), call), tuple(inputs.values())
     else:
         wrapped, args = wrap(model, (), call), tuple(inputs)
-    calibrate_batch_norms(model, lambda: wrapped(*_calibration_inputs(args)))
+    try:                             # eight draws in one batch: statistics over more than a few positions
+        calibrate_batch_norms(model, lambda: wrapped(*_calibration_inputs(args, 8)))
+    except Exception:                # noqa: BLE001 - a model fixed to its example's batch: one draw
+        calibrate_batch_norms(model, lambda: wrapped(*_calibration_inputs(args, 1)))
     return wrapped, args
 
 
-def _calibration_inputs(args: tuple) -> tuple:
-    """Another draw of the example inputs for `calibrate_batch_norms`: float tensors redrawn from a normal of the same
-    mean and spread (seeded), other inputs as they are. Statistics taken on the test input itself would make a
-    BatchNorm followed by a global pool over the same few positions return exactly its bias: an output of rounding
-    noise."""
+def _calibration_inputs(args: tuple, copies: int) -> tuple:
+    """Other draws of the example inputs for `calibrate_batch_norms`, `copies` of them stacked along the batch axis:
+    float tensors redrawn from a normal of the same mean and spread (seeded), other inputs repeated. Statistics
+    taken on the test input itself would make a BatchNorm followed by a global pool over the same few positions
+    return exactly its bias (an output of rounding noise); statistics over one small input are too noisy to
+    keep a deep net's activations in range (YOLO11-cls reached 2e6 with 4 positions per channel)."""
     import torch
 
     g = _gen(7)
     out = []
     for a in args:
-        if isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel() > 1:
+        if isinstance(a, torch.Tensor) and a.dim() and copies > 1:
+            shape = (a.shape[0] * copies, *a.shape[1:])
+            if a.is_floating_point() and a.numel() > 1:
+                a = torch.randn(shape, generator=g, dtype=a.dtype) * a.std() + a.mean()
+            else:
+                a = a.repeat(copies, *([1] * (a.dim() - 1)))
+        elif isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel() > 1:
             a = torch.randn(a.shape, generator=g, dtype=a.dtype) * a.std() + a.mean()
         out.append(a)
     return tuple(out)

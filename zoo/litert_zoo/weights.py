@@ -13,8 +13,8 @@ init leaves some conv models at ~1e-25, which would make any numeric check meani
   * norms (LayerNorm, GroupNorm, BatchNorm) are set to weight 1, bias 0, running stats (0, 1)
     (some HF inits shrink BatchNorm weights, which left MobileViT at ~1e-7);
   * then `calibrate_batch_norms` sets every BatchNorm's running mean and variance to the statistics of
-    its input on a second draw of the example inputs (one forward pass), as training leaves them: each
-    BatchNorm normalises. With running stats (0, 1) an inference-time
+    its input on eight other draws of the example inputs (one forward pass, one batch), as training leaves
+    them: each BatchNorm normalises. With running stats (0, 1) an inference-time
     BatchNorm is an identity, and a deep net of residual blocks grows without bound (timm RepViT reached
     1.7e6, far outside anything a trained model computes and outside fp16's range).
 
@@ -35,6 +35,21 @@ class ZooModel:
     build: Callable
     fast: bool = False   # in the CI subset (`--fast`), which touches every library
     library: str = "transformers"
+
+    def __post_init__(self):
+        object.__setattr__(self, "build", _seeded(self.build))
+
+
+def _seeded(build: Callable) -> Callable:
+    """`build` with torch's global generator seeded first: a library's own init (and any parameter the rule
+    below does not redraw) is then the same in every process, so two builds of a row are the same model."""
+    def make():
+        import torch
+
+        torch.manual_seed(0)
+        return build()
+    make.__wrapped__ = build
+    return make
 
 
 def redraw_weights(model, seed: int = 0) -> None:

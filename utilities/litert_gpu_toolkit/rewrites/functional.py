@@ -10,7 +10,8 @@ from __future__ import annotations
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .registry import HANDLERS, Change, check_names, load_rewrites, register_handler, spec_of  # noqa: F401
+from .registry import (ENTER_HOOKS, HANDLERS, PRE_HANDLERS, Change, check_names, load_rewrites,  # noqa: F401
+                       register_handler, spec_of)
 
 
 class Observed:
@@ -23,6 +24,15 @@ class Observed:
         self.value = value
 
 
+_ACTIVE: list["GpuRewriteMode"] = []
+
+
+def active_mode() -> "GpuRewriteMode | None":
+    """The innermost GpuRewriteMode that is running (a handler that writes out a composite torch call, e.g.
+    nn.MultiheadAttention's, re-enters it so the written-out calls are rewritten too)."""
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
 class GpuRewriteMode(TorchFunctionMode):
     """Routes registered torch calls to GPU-friendly handlers. `include`/`exclude` filter by name."""
 
@@ -32,25 +42,40 @@ class GpuRewriteMode(TorchFunctionMode):
         self.exclude = set(exclude or ())
         self.changes: list[Change] = []
 
+    def __enter__(self):
+        _ACTIVE.append(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        _ACTIVE.pop()
+        return super().__exit__(*exc)
+
     def _enabled(self, name: str) -> bool:
         return (self.include is None or name in self.include) and name not in self.exclude
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        for name, pre in PRE_HANDLERS:
+            if self._enabled(name):
+                out = pre(func, args, kwargs)
+                if out is not NotImplemented:
+                    return self._record(func, name, out)
         for name, handler in HANDLERS.get(func, ()):
             if self._enabled(name):
                 out = handler(*args, **kwargs)
                 if isinstance(out, Observed):
                     return out.value
                 if out is not NotImplemented:
-                    fn_name = getattr(func, "__qualname__", getattr(func, "__name__", str(func)))
-                    spec = spec_of(name)          # an approximate rewrite is reported as one
-                    change = Change(f"functional:{fn_name}", f"{fn_name} rewritten", name,
-                                    spec.exact if spec is not None else True)
-                    if change not in self.changes:
-                        self.changes.append(change)
-                    return out
+                    return self._record(func, name, out)
         return func(*args, **kwargs)
+
+    def _record(self, func, name: str, out):
+        fn_name = getattr(func, "__qualname__", getattr(func, "__name__", str(func)))
+        spec = spec_of(name)          # an approximate rewrite is reported as one
+        change = Change(f"functional:{fn_name}", f"{fn_name} rewritten", name, spec.exact if spec is not None else True)
+        if change not in self.changes:
+            self.changes.append(change)
+        return out
 
 
 class GpuRewriteWrapper(torch.nn.Module):
@@ -69,11 +94,20 @@ class GpuRewriteWrapper(torch.nn.Module):
         self.model = model
         self.include, self.exclude = include, exclude
         self.changes: list[Change] = []
+        # the real parameters and buffers, for rewrites that need their values while torch.export traces the
+        # model with stand-ins (ENTER_HOOKS); a plain attribute, not registered with the module
+        self.__dict__["_snapshot"] = dict(model.named_parameters(remove_duplicate=False))
+        self._snapshot.update(model.named_buffers(remove_duplicate=False))
 
     def forward(self, *args, **kwargs):
         mode = GpuRewriteMode(self.include, self.exclude)
         with mode:
-            out = self.model(*args, **kwargs)
+            undo = [hook(self.model, self._snapshot) for name, hook in ENTER_HOOKS.items() if mode._enabled(name)]
+            try:
+                out = self.model(*args, **kwargs)
+            finally:
+                for u in undo:
+                    u()
         for c in mode.changes:
             if c not in self.changes:
                 self.changes.append(c)

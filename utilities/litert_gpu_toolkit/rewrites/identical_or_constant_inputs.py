@@ -1,6 +1,9 @@
 """Wall `identical_or_constant_inputs`: ops whose two inputs are one tensor, or whose inputs are all constants.
 
-'No support of few identical inputs' / 'Expected 1 const input tensor(s)' (LiteRT#9192). Three rewrites:
+'No support of few identical inputs' / 'Expected 1 const input tensor(s)' (LiteRT#9192). The rewrites:
+
+* `patch_fold_constants` (default): any call whose tensor arguments are all constants -- parameters,
+  buffers, index math -- is computed once by torch while tracing and enters the graph as its result (below);
 
 * `patch_degenerate_softmax`: softmax over a length-1 axis -> ones, x / x -> ones, x - x -> zeros;
 * `l2_normalize` (handler on F.normalize): L2 normalisation without MUL(x, x) (below);
@@ -29,7 +32,7 @@ from torch import nn
 
 from . import Change, register
 from .registry import declare
-from .functional import register_handler
+from .functional import ENTER_HOOKS, PRE_HANDLERS, register_handler
 from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
 # One implementation of "make a constant operand a runtime input" lives in rewrites.constant_blowup.
 
@@ -50,9 +53,13 @@ def _softmax_like(value: float):
         dim = _dim_of(args, kwargs, 0)
         dtype = args[2] if len(args) > 2 else kwargs.get("dtype", args[1] if len(args) > 1 and
                                                           isinstance(args[1], torch.dtype) else None)
-        if not _degenerate(input, dim):
+        if not _degenerate(input, dim) or not all(isinstance(d, int) for d in input.shape):
             return NotImplemented
-        return torch.full(input.shape, value, dtype=dtype or input.dtype)
+        from .gather_nd.index_math import constant, real_values
+
+        with real_values():                # a known constant: a later product with it can be rewritten
+            ones = torch.full(tuple(input.shape), value, dtype=dtype or input.dtype)
+        return constant(ones)
     return handler
 
 
@@ -183,3 +190,107 @@ def patch_relative_position_bias(model: nn.Module, example_inputs=None) -> list[
 
 
 declare("l2_normalize", wall="identical_or_constant_inputs")
+
+
+# ------------------------------------------------------------ calls on constants, computed once by torch
+
+# What the converter keeps as ops on constants, and the GPU then declines ('Expected 1 or 2 input tensor(s), but
+# node has 0 runtime inputs', 'Expected 0 const input tensor(s)', a GATHER_ND on a constant table): Swin-v2's
+# continuous position-bias MLP run on a coordinate buffer and indexed by a buffer of ids, a resized position
+# table, a layer-norm of a latent bank, a weight built from parameters in forward. `patch_fold_constants` gives
+# every parameter and buffer its value while `GpuRewriteWrapper` runs (torch.export traces with stand-ins) and
+# folds any call whose tensor arguments all have values: torch computes it on those values, outside the trace,
+# and the result enters the graph as one constant. Exact: the very same torch call on the very same numbers
+# (bit-identical). Not folded: in-place calls and item assignment (they drop the value instead), random calls,
+# results that are not tensors, and results larger than both 2**18 elements and their inputs together (a
+# constant blow-up). Functional only.
+
+_RANDOM = ("rand", "normal", "bernoulli", "multinomial", "poisson", "exponential_", "cauchy_", "geometric_")
+
+
+_AUGMENTED = {f"__i{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor",
+                                       "lshift", "rshift", "matmul")}
+
+
+def _never_folded(func) -> bool:
+    name = getattr(func, "__name__", "") or ""
+    return (name.endswith("_") and not name.endswith("__")) or name in ("__setitem__", "__delitem__") \
+        or name in _AUGMENTED or any(r in name for r in _RANDOM)
+
+
+def _tensors(v, found: list) -> list:
+    if isinstance(v, torch.Tensor):
+        found.append(v)
+    elif isinstance(v, (list, tuple)) and not isinstance(v, torch.Size):
+        for x in v:
+            _tensors(x, found)
+    elif isinstance(v, dict):
+        for x in v.values():
+            _tensors(x, found)
+    return found
+
+
+def _fold_call(func, args, kwargs):
+    from .gather_nd.index_math import MAX_FOLD_ELEMENTS, constant, real_values, value_of
+
+    if kwargs.get("out") is not None or _never_folded(func):
+        return NotImplemented
+    if "dropout" in (getattr(func, "__name__", "") or "") and (kwargs.get("training", len(args) < 3 or args[2])
+                                                               or kwargs.get("train")):
+        return NotImplemented                      # random in training mode; the identity in eval
+    found = _tensors(args, _tensors(kwargs, []))
+    if not found or any(value_of(t) is None for t in found):
+        return NotImplemented
+
+    def values(v):
+        if isinstance(v, torch.Tensor):
+            return value_of(v)
+        if isinstance(v, (list, tuple)) and not isinstance(v, torch.Size):
+            return type(v)(values(x) for x in v)
+        if isinstance(v, dict):
+            return {k: values(x) for k, x in v.items()}
+        return v
+    try:
+        with real_values(), torch.no_grad():
+            out = func(*values(args), **values(kwargs))
+    except Exception:                          # noqa: BLE001 - the traced call raises (or not) as it would have
+        return NotImplemented
+    cap = max(MAX_FOLD_ELEMENTS, sum(t.numel() for t in found))
+
+    def foldable(o) -> bool:
+        return isinstance(o, torch.Tensor) and o.numel() <= cap and not o.dtype.is_complex and o.device.type == "cpu"
+    if foldable(out):
+        return constant(out)
+    if isinstance(out, tuple) and out and all(foldable(o) for o in out):
+        folded = [constant(o) for o in out]
+        return tuple(folded) if type(out) is tuple else type(out)(folded)
+    return NotImplemented
+
+
+def _seed_values(model: nn.Module, snapshot: dict):
+    """Give each parameter and buffer of `model` (a torch.export stand-in while tracing) its real value."""
+    from .gather_nd.index_math import forget, real_values, remember
+
+    seeded = []
+    for name, t in [*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)]:
+        real = snapshot.get(name)
+        if isinstance(real, torch.Tensor) and isinstance(t, torch.Tensor) and real.shape == t.shape \
+                and real.dtype == t.dtype and real.device.type == "cpu":
+            with real_values():                 # (detach under the tracing modes would make a stand-in)
+                remember(t, real.detach())
+            seeded.append(t)
+
+    def undo():
+        for t in seeded:
+            forget(t)
+    return undo
+
+
+PRE_HANDLERS.append(("patch_fold_constants", _fold_call))
+ENTER_HOOKS["patch_fold_constants"] = _seed_values
+
+
+@register("patch_fold_constants", wall="identical_or_constant_inputs")
+def patch_fold_constants(model: nn.Module) -> list[Change]:
+    """Functional only (see the comment above `_RANDOM`): returns no changes by itself."""
+    return []

@@ -41,15 +41,20 @@ PATCHES: dict[str, PatchSpec] = {}          # module patches
 FUNCTIONAL: dict[str, PatchSpec] = {}       # functional-only rewrites (no module patch of that name)
 # torch callable -> list of (rewrite name, handler). Handlers run with the mode disabled.
 HANDLERS: dict[Callable, list[tuple[str, Callable]]] = {}
+# (rewrite name, handler(func, args, kwargs)) tried on every call before HANDLERS (e.g. folding all-constant calls)
+PRE_HANDLERS: list[tuple[str, Callable]] = []
+# rewrite name -> hook(model, snapshot) run by GpuRewriteWrapper as its forward starts (with the mode active);
+# snapshot: the model's parameters and buffers by name, as they were outside any trace. Returns an undo callable.
+ENTER_HOOKS: dict[str, Callable] = {}
 
 # Every rewrite module, named for the symptom id of the wall it removes. A module that is missing (a
 # partial vendoring of the toolkit) is skipped and listed by `load_rewrites()`; a module that is there
 # but fails to import raises: a broken rewrite must not pass silently.
 REWRITE_MODULES = ("gather_nd", "rank_gt_4", "cumsum", "constant_resize", "transpose_conv", "select", "broadcast_to",
-                   "masked_attention", "output_aliasing", "relu_0_to_1", "identical_or_constant_inputs", "amax",
+                   "batch_matmul", "masked_attention", "output_aliasing", "relu_0_to_1", "identical_or_constant_inputs", "amax",
                    "split", "linear_channel_attention", "fft", "reverse_v2", "grouped_conv", "fp16_overflow",
                    "fp16_silent_zero", "constant_blowup", "conv_forms", "unfold", "recurrent",
-                   "parametrized_weights")
+                   "parametrized_weights", "constant_operand", "avg_pool")
 _MISSING: list[str] = []
 _LOADED = False
 
@@ -96,7 +101,7 @@ def load_rewrites() -> list[str]:
 
 
 def handler_names() -> list[str]:
-    names: list[str] = []
+    names: list[str] = [n for n, _ in PRE_HANDLERS]
     for entries in HANDLERS.values():
         names += [n for n, _ in entries if n not in names]
     return names

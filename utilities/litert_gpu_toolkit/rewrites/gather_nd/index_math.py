@@ -12,9 +12,10 @@ tensor', a cumsum of a constant), ABS / SIGN ('Expected 0 const input tensor(s)'
 calls listed in `FOLDED` whose tensor arguments all have a value gets one too -- computed by torch
 itself on those values, outside the trace. The traced result is that value as a constant. Exact: the
 very same torch call on the very same numbers (bit-identical). Tensors above `MAX_FOLD_ELEMENTS`
-elements, in-place calls and anything that touches a model input, parameter or buffer are left alone;
-an in-place method (`add_`, `x[i] = v`, ...) on a tensor with a value drops the value, while `x += y`
-folds to a new constant that Python binds to `x`. Folded views are copies: an in-place change through
+elements and anything that touches a model input are left alone (parameters and buffers get values from
+`patch_fold_constants`); an in-place method (`add_`, `x[i] = v`, ...) on a tensor with a value applies the same
+call to a copy of the value (the value is dropped when an argument has none), and `x += y` folds to a new
+constant that Python binds to `x`. Folded views are copies: an in-place change through
 a view of a folded tensor does not reach its base (index math in the models seen never does that).
 Functional only (inside `GpuRewriteWrapper` / `convert_for_gpu`).
 """
@@ -76,7 +77,8 @@ def forget(t) -> None:
     _VALUES.pop(id(t), None)
 
 
-def _remember(t: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+def remember(t: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """Record `value` (a plain tensor) as the value of the traced tensor `t`; returns `t`."""
     if len(_VALUES) > 4096:                                      # drop the entries of dead tensors
         for k in [k for k, (r, _) in _VALUES.items() if r() is None]:
             del _VALUES[k]
@@ -85,10 +87,13 @@ def _remember(t: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
 
 
 def constant(value: torch.Tensor) -> torch.Tensor:
-    """`value` as a tensor of the traced graph (a constant there), remembered with its value."""
-    with _disable_current_modes():                 # plain Python numbers, read outside any tracing mode
-        data = value.tolist() if value.dim() else value.item()
-    return _remember(torch.tensor(data, dtype=value.dtype), value)
+    """`value` as a tensor of the traced graph (a constant there), remembered with its value: a copy of a plain
+    tensor made outside any tracing mode, which torch.export lifts as a constant. (Rebuilding it from Python
+    numbers inside the trace turned float tables into untracked symbolic floats.)"""
+    with _disable_current_modes():
+        value = value.detach()
+        plain = value.clone()
+    return remember(plain.clone(), value)          # a traced copy: the model may change it in place
 
 
 class _Unknown(Exception):
@@ -170,10 +175,25 @@ def _source(func):
     return handler
 
 
-def _inplace(self, *args, **kwargs):
-    """An in-place method on a tensor with a value: the value is stale afterwards."""
-    forget(self)
-    return NotImplemented
+def _inplace(func):
+    """An in-place method on a tensor with a value: the same call on a copy of the value keeps it current (WavLM's
+    relative buckets are built with `+=`, which is `add_`); when an argument has no value the value is dropped."""
+    def handler(self, *args, **kwargs):
+        if value_of(self) is None:
+            return NotImplemented
+        try:
+            own, args_v = _values(self), _values(args)
+            kwargs_v = {k: _values(v) for k, v in kwargs.items()}
+            with _disable_current_modes():
+                new = own.clone()
+                func(new, *args_v, **kwargs_v)
+        except Exception:                     # noqa: BLE001 - _Unknown, or a call that raises on the values
+            forget(self)
+            return NotImplemented
+        out = func(self, *args, **kwargs)     # the traced call itself (handlers run outside the mode)
+        remember(self, new)
+        return out
+    return handler
 
 
 def _augmented(func):
@@ -202,7 +222,7 @@ for _f, _g in ((T.__iadd__, T.add), (T.__isub__, T.sub), (T.__imul__, T.mul), (T
 # every other in-place method (`add_`, `masked_fill_`, `copy_`, ...) and item assignment
 for _f in [T.__setitem__] + [getattr(T, n) for n in dir(T) if n.endswith("_") and not n.startswith("_")]:
     if callable(_f):
-        HANDLERS.setdefault(_f, []).insert(0, ("patch_fold_index_math", _inplace))
+        HANDLERS.setdefault(_f, []).insert(0, ("patch_fold_index_math", _inplace(_f)))
 
 
 @register("patch_fold_index_math", wall="gather_nd")

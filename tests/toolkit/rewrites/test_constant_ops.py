@@ -1,0 +1,109 @@
+"""Calls on constants and elementwise ops on a constant operand (llvmpipe, software Vulkan, ai-edge-litert 2.3.0).
+
+* `patch_fold_constants`: a Swin-v2-style position-bias MLP run on a coordinate buffer and indexed by a buffer
+  of ids converts to CONV_2D / GATHER_ND nodes with no runtime input, which the GPU rejects; folded, the result
+  is one constant: bit-identical in torch, the ops gone, GPU-only and right (with `patch_attention_bias_add`:
+  the folded bias is then a constant ADDed onto the scores, which the GPU computes right only at rank 3).
+* `patch_constant_operand_rank4`: MUL / ADD of a runtime tensor and a constant at rank 2 or 3 is miscomputed
+  in fp16 and fp32 (asserted below, so the day the GPU gets it right a test says so); at rank 4 it is right.
+"""
+import pytest
+import torch
+import torch.nn as nn
+
+from litert_gpu_toolkit import convert_for_gpu
+from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
+
+
+class PositionBias(nn.Module):
+    """softmax(q k^T + MLP(coords)[index]) @ v, the position bias computed from buffers only."""
+
+    def __init__(self, window=4, heads=2):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        n = 2 * window - 1
+        coords = torch.stack(torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij"), -1).float() / window
+        self.register_buffer("coords", coords)                               # [n, n, 2]
+        idx = torch.randint(0, n * n, (window * window, window * window), generator=g)
+        self.register_buffer("index", idx)
+        self.mlp = nn.Sequential(nn.Linear(2, 32), nn.ReLU(), nn.Linear(32, heads))
+        self.heads = heads
+
+    def bias(self):
+        table = self.mlp(self.coords).reshape(-1, self.heads)                # [n*n, heads]
+        return 16 * torch.sigmoid(table[self.index.reshape(-1)].reshape(*self.index.shape, self.heads)
+                                  .permute(2, 0, 1)).unsqueeze(0)            # [1, heads, N, N]
+
+    def forward(self, q, k, v):
+        return torch.softmax(q @ k.transpose(-1, -2) + self.bias(), dim=-1) @ v
+
+
+def _qkv():
+    g = torch.Generator().manual_seed(1)
+    return tuple(torch.randn(1, 2, 16, 8, generator=g) for _ in range(3))
+
+
+def test_fold_constants_is_bit_exact_in_torch():
+    model = PositionBias().eval()
+    with torch.no_grad():
+        assert torch.equal(GpuRewriteWrapper(model, include=["patch_fold_constants"])(*_qkv()), model(*_qkv()))
+
+
+class GatedTable(nn.Module):
+    """WavLM's gate: runtime [G, T, 1] * constant table [G, T, T], and a [1, S, D] table added at rank 3."""
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(2)
+        self.register_buffer("table", torch.randn(4, 8, 8, generator=g))
+        self.register_buffer("pos", torch.randn(1, 8, 16, generator=g))
+
+    def forward(self, gate, x):
+        return (gate * self.table).sum(-1, keepdim=True) + (x + self.pos)[..., :1]
+
+
+def _gate_inputs():
+    g = torch.Generator().manual_seed(3)
+    return torch.randn(4, 8, 1, generator=g), torch.randn(8, 16, generator=g)
+
+
+def test_rank4_is_exact_in_torch():
+    model = GatedTable().eval()
+    wrapped = GpuRewriteWrapper(model, include=["patch_fold_constants", "patch_constant_operand_rank4"])
+    assert torch.equal(wrapped(*_gate_inputs()), model(*_gate_inputs()))
+
+
+@pytest.mark.gpu
+def test_fold_constants_on_the_gpu(gpu, tmp_path):
+    plain = convert_for_gpu(PositionBias(), _qkv(), tmp_path / "plain.tflite", patches=False)
+    assert plain.verdict == "FALLBACK", plain.summary()
+    fixed = convert_for_gpu(PositionBias(), _qkv(), tmp_path / "fixed.tflite",
+                            only=["patch_fold_constants", "patch_attention_bias_add", "patch_safe_softmax"])
+    assert fixed.ok, fixed.summary()
+    info = read_model_info(fixed.path)
+    ops = info.op_histogram()
+    assert "GATHER_ND" not in ops and "GATHER" not in ops and "LOGISTIC" not in ops, ops
+    for op in info.ops:                     # every op takes a runtime input
+        assert any(i >= 0 and not info.tensor(i).is_constant for i in op.inputs), (op.op, ops)
+
+
+def _constant_operand_ops(path):
+    info = read_model_info(path)
+    found = []
+    for op in info.ops:
+        if op.op in ("MUL", "ADD"):
+            shapes = [info.tensor(i).shape for i in op.inputs if i >= 0 and info.tensor(i).is_constant]
+            found += [(op.op, len(info.tensor(op.outputs[0]).shape), s) for s in shapes if len(s) >= 2]
+    return found
+
+
+@pytest.mark.gpu
+def test_constant_operand_on_the_gpu(gpu, tmp_path):
+    plain = convert_for_gpu(GatedTable(), _gate_inputs(), tmp_path / "plain.tflite", patches=False)
+    assert plain.verdict == "NUMERICS_FAIL", plain.summary()        # wrong at full residency, fp32 too
+    assert any(rank in (2, 3) for _, rank, _ in _constant_operand_ops(plain.path))
+    fixed = convert_for_gpu(GatedTable(), _gate_inputs(), tmp_path / "fixed.tflite",
+                            only=["patch_fold_constants", "patch_constant_operand_rank4"])
+    assert fixed.ok, fixed.summary()
+    assert all(rank == 4 for _, rank, _ in _constant_operand_ops(fixed.path)), _constant_operand_ops(fixed.path)

@@ -1,0 +1,94 @@
+"""Wall `constant_operand`: an elementwise op on a constant operand, computed wrongly at rank 2 or 3.
+
+Measured on llvmpipe, ai-edge-litert 2.3.0, in fp16 and fp32 alike (tests/toolkit/rewrites/test_constant_operand.py):
+a binary elementwise op (ADD, MUL, ...) whose output has rank 2 or 3 and whose constant operand spans more than
+its last axis returns wrong numbers at full residency -- runtime [4, 8, 1] * constant [4, 8, 8] corr 0.09,
+runtime [3, 8] * constant [3, 8] corr 0.66, runtime [2, 8] + constant [1, 2, 8] corr 0.59 -- while the same
+ops at rank 4 ([4, 8, 1, 1] * [4, 8, 8, 1]), with a constant that varies along the last axis only, or with
+two runtime operands are right. It looks like the delegate lays a rank-2/3 runtime tensor out with its first
+axis as the batch and a constant of that rank without one. Seen in WavLM's gated relative-position bias
+(runtime [B*H, T, 1] * table [B*H, T, T], corr 0.959), a GRU's folded zero state, a [1, S, D] table added to
+a rank-2 result.
+
+`patch_constant_operand_rank4` (default, functional) computes such an op at rank 4: both operands aligned to the
+output's rank and given trailing size-1 axes up to rank 4 ([4, 8, 1, 1] * [4, 8, 8, 1]), the result viewed back
+(leading size-1 axes are dropped again by the converter in front of a broadcasting op). Exact: the same elementwise values, only the
+views change. A constant is a tensor whose value `patch_fold_constants` / `patch_fold_index_math` know
+(parameters, buffers, index math).
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from . import Change, register
+from .functional import register_handler
+from .gather_nd.index_math import value_of
+
+T = torch.Tensor
+
+
+def _spans(c: torch.Tensor) -> bool:
+    """A constant of rank >= 2 whose values vary along (or extend over) an axis other than the last."""
+    return c.dim() >= 2 and c.numel() > int(c.shape[-1])
+
+
+def _lift(t, rank: int):
+    """`t` (of rank <= `rank` < 4) aligned to `rank` as broadcasting does, then given trailing size-1 axes up to rank
+    4. (Leading size-1 axes would not do: the converter drops such a reshape ahead of a broadcasting op.)"""
+    if not isinstance(t, torch.Tensor):
+        return t
+    shape = (1,) * (rank - t.dim()) + tuple(t.shape)
+    return t.reshape(shape + (1,) * (4 - rank))
+
+
+def _needs_rank4(a, b) -> tuple[int, ...] | None:
+    """The broadcast output shape when (a, b) is a runtime tensor and a spanning constant with a rank-2/3 output."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return None
+    ka, kb = value_of(a) is not None, value_of(b) is not None
+    if ka == kb or not (a.dtype.is_floating_point or b.dtype.is_floating_point):
+        return None
+    const = a if ka else b
+    try:
+        shape = tuple(torch.broadcast_shapes(a.shape, b.shape))
+    except RuntimeError:
+        return None
+    return shape if len(shape) in (2, 3) and _spans(const) else None
+
+
+def _binary(fn):
+    def handler(input, other, *args, **kwargs):
+        if kwargs.get("out") is not None:
+            return NotImplemented
+        shape = _needs_rank4(input, other)
+        if shape is None:
+            return NotImplemented
+        return fn(_lift(input, len(shape)), _lift(other, len(shape)), *args, **kwargs).reshape(shape)
+    return handler
+
+
+def _reflected(fn):
+    def handler(self, other):
+        shape = _needs_rank4(self, other)
+        return NotImplemented if shape is None else fn(_lift(other, len(shape)), _lift(self, len(shape))).reshape(shape)
+    return handler
+
+
+_OPS = (
+    (torch.add, T.add, T.__add__), (torch.sub, T.sub, T.__sub__), (torch.mul, T.mul, T.__mul__),
+    (torch.div, T.div, T.__truediv__), (torch.maximum, T.maximum), (torch.minimum, T.minimum),
+    (torch.pow, T.pow, T.__pow__),
+)
+for _group in _OPS:
+    for _f in _group:
+        register_handler(_f, "patch_constant_operand_rank4")(_binary(_group[0]))
+for _f, _g in ((T.__radd__, torch.add), (T.__rsub__, torch.sub), (T.__rmul__, torch.mul),
+               (T.__rtruediv__, torch.div)):
+    register_handler(_f, "patch_constant_operand_rank4")(_reflected(_g))
+
+
+@register("patch_constant_operand_rank4", wall="constant_operand")
+def patch_constant_operand_rank4(model: nn.Module) -> list[Change]:
+    """Functional only (see the module docstring): returns no changes by itself."""
+    return []
