@@ -219,7 +219,8 @@ SYMPTOMS: tuple[Symptom, ...] = (
         id="grouped_conv",
         seen="a grouped convolution compiles GPU-only and returns wrong values (or the process dies with SIGILL)",
         cause="The desktop GPU's grouped CONV_2D is wrong unless the input and output channels per group are both "
-              "multiples of 4 (depthwise is fine); measured on llvmpipe, ai-edge-litert 2.3.0.",
+              "multiples of 4 (depthwise is fine, except a 1x1 depthwise conv with a channel multiplier: FastViT); "
+              "measured on llvmpipe, ai-edge-litert 2.3.0.",
         rewrites=("patch_grouped_conv", "grouped_conv"),
         ops=("CONV_2D",),
     ),

@@ -107,3 +107,31 @@ def test_constant_operand_on_the_gpu(gpu, tmp_path):
                             only=["patch_fold_constants", "patch_constant_operand_rank4"])
     assert fixed.ok, fixed.summary()
     assert all(rank == 4 for _, rank, _ in _constant_operand_ops(fixed.path)), _constant_operand_ops(fixed.path)
+
+
+class LayerScale(nn.Module):
+    """EdgeNeXt's layer scale: a linear layer on [1, S, D] (FULLY_CONNECTED with a rank-2 output in the graph),
+    dropout, then * gamma [D]: in the graph a rank-2 runtime operand broadcast against a [1, 1, D] constant."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(4)
+        self.proj, self.drop = nn.Linear(16, 16), nn.Dropout(0.1)
+        self.gamma = nn.Parameter(torch.rand(16) + 0.5)
+
+    def forward(self, x):
+        return x + self.gamma * self.drop(self.proj(x))
+
+
+@pytest.mark.gpu
+def test_layer_scale_after_a_linear_on_the_gpu(gpu, tmp_path):
+    x = torch.randn(1, 32, 16, generator=torch.Generator().manual_seed(5))
+    model = LayerScale().eval()
+    with torch.no_grad():
+        assert torch.equal(GpuRewriteWrapper(model, include=["patch_fold_constants", "patch_constant_operand_rank4"])(x),
+                           model(x))
+    plain = convert_for_gpu(model, (x,), tmp_path / "plain.tflite", patches=False)
+    assert plain.verdict == "NUMERICS_FAIL", plain.summary()
+    fixed = convert_for_gpu(model, (x,), tmp_path / "fixed.tflite",
+                            only=["patch_fold_constants", "patch_constant_operand_rank4"])
+    assert fixed.ok, fixed.summary()

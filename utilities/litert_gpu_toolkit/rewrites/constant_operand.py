@@ -2,8 +2,10 @@
 
 Measured on llvmpipe, ai-edge-litert 2.3.0, in fp16 and fp32 alike (tests/toolkit/rewrites/test_constant_operand.py):
 a binary elementwise op (ADD, MUL, ...) whose output has rank 2 or 3 and whose constant operand spans more than
-its last axis returns wrong numbers at full residency -- runtime [4, 8, 1] * constant [4, 8, 8] corr 0.09,
-runtime [3, 8] * constant [3, 8] corr 0.66, runtime [2, 8] + constant [1, 2, 8] corr 0.59 -- while the same
+its last axis, or whose runtime operand has a lower rank than the output, returns wrong numbers at full residency
+-- runtime [4, 8, 1] * constant [4, 8, 8] corr 0.09, runtime [3, 8] * constant [3, 8] corr 0.66, runtime [2, 8] +
+constant [1, 2, 8] corr 0.59, runtime [64, 48] * constant [1, 1, 48] corr 0.00 (EdgeNeXt's layer scale after a
+linear layer on [1, S, D], which the converter flattens to rank 2) -- while the same
 ops at rank 4 ([4, 8, 1, 1] * [4, 8, 8, 1]), with a constant that varies along the last axis only, or with
 two runtime operands are right. It looks like the delegate lays a rank-2/3 runtime tensor out with its first
 axis as the batch and a constant of that rank without one. Seen in WavLM's gated relative-position bias
@@ -18,11 +20,14 @@ views change. A constant is a tensor whose value `patch_fold_constants` / `patch
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from . import Change, register
-from .functional import register_handler
+from .functional import Observed, register_handler
 from .gather_nd.index_math import value_of
 
 T = torch.Tensor
@@ -49,12 +54,37 @@ def _needs_rank4(a, b) -> tuple[int, ...] | None:
     ka, kb = value_of(a) is not None, value_of(b) is not None
     if ka == kb or not (a.dtype.is_floating_point or b.dtype.is_floating_point):
         return None
-    const = a if ka else b
+    const, runtime = (a, b) if ka else (b, a)
     try:
         shape = tuple(torch.broadcast_shapes(a.shape, b.shape))
     except RuntimeError:
         return None
-    return shape if len(shape) in (2, 3) and _spans(const) else None
+    flattened = _flattened(runtime) and const.numel() > 1
+    return shape if len(shape) in (2, 3) and (_spans(const) or runtime.dim() < len(shape) or flattened) else None
+
+
+# A linear layer on [1, S, D] converts to FULLY_CONNECTED with a rank-2 [S, D] output; the converter then drops
+# the reshape back to [1, S, D] in front of a broadcasting op, so a following `x * gamma` is the rank-2-runtime
+# case above in the graph although it is rank 3 in torch (EdgeNeXt's layer scale). Such outputs are tagged.
+_FLAT: "weakref.WeakValueDictionary[int, torch.Tensor]" = weakref.WeakValueDictionary()
+
+
+def _flattened(t) -> bool:
+    return _FLAT.get(id(t)) is t
+
+
+@register_handler(F.dropout, "patch_constant_operand_rank4")
+def _dropout(input, p=0.5, training=True, inplace=False):
+    """Eval-mode dropout is its input: returned as the same tensor, so a tag on it survives."""
+    return Observed(input) if not training and _flattened(input) else NotImplemented
+
+
+@register_handler(F.linear, "patch_constant_operand_rank4")
+def _linear(input, weight, bias=None):
+    out = F.linear(input, weight, bias)
+    if out.dim() == 3 and int(out.shape[0]) == 1:
+        _FLAT[id(out)] = out
+    return Observed(out)
 
 
 def _binary(fn):

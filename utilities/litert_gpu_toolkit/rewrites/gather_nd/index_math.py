@@ -21,6 +21,7 @@ Functional only (inside `GpuRewriteWrapper` / `convert_for_gpu`).
 """
 from __future__ import annotations
 
+import contextlib
 import weakref
 
 import torch
@@ -68,9 +69,12 @@ def value_of(t) -> torch.Tensor | None:
     return entry[1]
 
 
+@contextlib.contextmanager
 def real_values():
-    """Context: torch calls run on plain tensors, outside the tracing modes (torch.export's fake tensors)."""
-    return _disable_current_modes()
+    """Context: torch calls run on plain tensors, outside every tracing mode -- torch.export's fake tensors and
+    its torch-function modes alike, so nothing computed here is recorded or tracked by the trace."""
+    with _disable_current_modes(), torch._C.DisableTorchFunction():
+        yield
 
 
 def forget(t) -> None:
@@ -87,13 +91,13 @@ def remember(t: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
 
 
 def constant(value: torch.Tensor) -> torch.Tensor:
-    """`value` as a tensor of the traced graph (a constant there), remembered with its value: a copy of a plain
-    tensor made outside any tracing mode, which torch.export lifts as a constant. (Rebuilding it from Python
-    numbers inside the trace turned float tables into untracked symbolic floats.)"""
-    with _disable_current_modes():
+    """`value` as a tensor of the traced graph (a constant there), remembered with its value. The tensor is built
+    from Python numbers read outside every tracing mode (inside them, `tolist` of a plain tensor gives symbolic
+    floats); a plain tensor passed into the trace instead was mixed up with another constant by the conversion."""
+    with real_values():
         value = value.detach()
-        plain = value.clone()
-    return remember(plain.clone(), value)          # a traced copy: the model may change it in place
+        data = value.tolist() if value.dim() else value.item()
+    return remember(torch.tensor(data, dtype=value.dtype), value)
 
 
 class _Unknown(Exception):
@@ -131,7 +135,7 @@ def _fold(func):
         except _Unknown:
             return NotImplemented
         try:
-            with _disable_current_modes():
+            with real_values():
                 out = func(*args_v, **kwargs_v)
         except Exception:                     # noqa: BLE001 - the traced call raises (or not) as it would have
             return NotImplemented
@@ -159,7 +163,7 @@ def _source(func):
                     or _has_tensor(kwargs):
                 return NotImplemented
             kwargs.setdefault("dtype", like.dtype)
-            with _disable_current_modes():
+            with real_values():
                 plain = torch.empty(tuple(like.shape), dtype=like.dtype)
             call = (func, (plain, *args[1:]))
         else:
@@ -167,7 +171,7 @@ def _source(func):
                 return NotImplemented
             call = (func, args)
         try:
-            with _disable_current_modes():
+            with real_values():
                 out = call[0](*call[1], **kwargs)
         except Exception:                     # noqa: BLE001 - the traced call raises (or not) as it would have
             return NotImplemented
@@ -184,7 +188,7 @@ def _inplace(func):
         try:
             own, args_v = _values(self), _values(args)
             kwargs_v = {k: _values(v) for k, v in kwargs.items()}
-            with _disable_current_modes():
+            with real_values():
                 new = own.clone()
                 func(new, *args_v, **kwargs_v)
         except Exception:                     # noqa: BLE001 - _Unknown, or a call that raises on the values
