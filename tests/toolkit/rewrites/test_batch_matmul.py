@@ -71,3 +71,38 @@ def test_gpu(case, plain_verdict, gpu, tmp_path):
     fixed = convert_for_gpu(model, args, tmp_path / "fixed.tflite", only=RULES + ["patch_safe_softmax"])
     assert fixed.ok, fixed.summary()
     assert not _constant_left_operands(fixed.path)
+
+
+class AlibiScores(nn.Module):
+    """BLOOM's scores: a constant per-head bias added by baddbmm (a rank-3 add of a constant, miscomputed)."""
+
+    def __init__(self):
+        super().__init__()
+        slopes = torch.tensor([0.5, 0.25, 0.125, 0.0625]).reshape(4, 1, 1)
+        self.register_buffer("alibi", slopes * torch.arange(6.0).reshape(1, 1, 6))     # [heads, 1, S]
+
+    def forward(self, q, k, v):
+        scores = self.alibi.baddbmm(q, k.transpose(-1, -2), beta=1.0, alpha=0.5)
+        return torch.bmm(torch.softmax(scores, -1), v)
+
+
+def _alibi_inputs():
+    g = torch.Generator().manual_seed(5)
+    return tuple(torch.randn(4, 6, 8, generator=g) for _ in range(3))
+
+
+def test_baddbmm_written_out_is_exact():
+    model = AlibiScores()
+    with torch.no_grad():
+        got = GpuRewriteWrapper(model, include=RULES + ["patch_constant_operand_rank4"])(*_alibi_inputs())
+        ref = model(*_alibi_inputs())
+    assert torch.allclose(got, ref, rtol=0, atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_baddbmm_on_the_gpu(gpu, tmp_path):
+    plain = convert_for_gpu(AlibiScores(), _alibi_inputs(), tmp_path / "plain.tflite", patches=False)
+    assert plain.verdict == "NUMERICS_FAIL", plain.summary()
+    fixed = convert_for_gpu(AlibiScores(), _alibi_inputs(), tmp_path / "fixed.tflite",
+                            only=RULES + ["patch_constant_operand_rank4", "patch_safe_softmax"])
+    assert fixed.ok, fixed.summary()

@@ -409,6 +409,31 @@ def test_views_handler_is_exact_on_inline_patterns():
         assert {c.rewrite for c in wrapped.changes} == {"lower_rank_views"}
 
 
+def packed_qkv(x):
+    """BLOOM's head split: a rank-5 view indexed on its fourth axis with an Ellipsis."""
+    b, s, _ = x.shape
+    qkv = x.view(b, s, 2, 3, 4)
+    return qkv[..., 0, :].transpose(1, 2) * 2 + qkv[:, :, :, 2].transpose(1, 2), qkv[0, ..., 1, :]
+
+
+def test_views_handler_follows_integer_indexing_with_an_ellipsis():
+    x = torch.randn(1, 5, 24)
+    wrapped = lower_rank_views(Fn(packed_qkv))
+    with torch.no_grad():
+        for a, b in zip(wrapped(x), packed_qkv(x)):
+            assert torch.equal(a, b)
+    assert {c.rewrite for c in wrapped.changes} == {"lower_rank_views"}
+
+
+@pytest.mark.gpu
+def test_packed_qkv_indexing_runs_gpu_only(gpu, tmp_path):
+    x = torch.randn(1, 5, 24, generator=torch.Generator().manual_seed(0))
+    path = tmp_path / "qkv.tflite"
+    info = read_model_info(export_tflite(lower_rank_views(Fn(lambda t: packed_qkv(t)[0])).eval(), (x,), path))
+    assert not info.high_rank_tensors(), info.high_rank_tensors()
+    assert_gpu_matches(lower_rank_views(Fn(lambda t: packed_qkv(t)[0])).eval(), (x,), path)
+
+
 def test_views_handler_stays_correct_with_inplace_ops():
     def fn(x):
         u = x.view(1, 2, 2, 2, 2, 3).permute(0, 1, 3, 2, 4, 5).contiguous()

@@ -85,6 +85,25 @@ def _bmm(input, mat2, *, out=None):
     return NotImplemented if out is not None else matmul_operands(input, mat2, torch.bmm)
 
 
+@register_handler(torch.baddbmm, "patch_matmul_operands")
+@register_handler(T.baddbmm, "patch_matmul_operands")
+def _baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
+    """beta * input + alpha * (batch1 @ batch2) written out, so the product and the add each meet their own rewrites
+    (BLOOM adds a constant ALiBi bias this way; a rank-3 add of a constant is `constant_operand`'s wall). Equal to
+    the fused call to fp32 rounding."""
+    if out is not None or not all(isinstance(t, torch.Tensor) for t in (input, batch1, batch2)):
+        return NotImplemented
+    from .functional import active_mode
+
+    mode = active_mode()
+    if mode is None:
+        return NotImplemented
+    with mode:
+        product = torch.bmm(batch1, batch2)
+        product = product if alpha == 1 else product * alpha
+        return product + (input if beta == 1 else input * beta)
+
+
 # ------------------------------------------------------------------------------- nn.MultiheadAttention
 
 def _mha_supported(kw: dict) -> bool:

@@ -254,14 +254,23 @@ def _on_select(x, dim, index):
 
 
 def _on_getitem(x, index):
+    """Integer indices on any axes, the rest full slices or one Ellipsis (`qkv[..., 0, :]`, BLOOM's packed QKV)."""
     if _lazy_of(x) is None:
         return NotImplemented
-    if isinstance(index, int):
-        return _selected(x, 0, index)
-    if isinstance(index, tuple) and index and isinstance(index[-1], int) and \
-            all(isinstance(i, slice) and i == slice(None) for i in index[:-1]):
-        return _selected(x, len(index) - 1, index[-1])
-    return NotImplemented
+    index = index if isinstance(index, tuple) else (index,)
+    if sum(i is Ellipsis for i in index) > 1 or not all(i is Ellipsis or isinstance(i, int) or i == slice(None)
+                                                        for i in index):
+        return NotImplemented
+    if Ellipsis in index:
+        k = index.index(Ellipsis)
+        index = index[:k] + (slice(None),) * (x.dim() - len(index) + 1) + index[k + 1:]
+    picks = [(d, i) for d, i in enumerate(index) if isinstance(i, int)]
+    if not picks or len(index) > x.dim():
+        return NotImplemented
+    out = x
+    for d, i in reversed(picks):                       # the highest axis first keeps the lower axis numbers valid
+        out = _selected(out, d, i) if _lazy_of(out) is not None else out.select(d, i)
+    return out
 
 
 def _on_unbind(x, dim=0):
