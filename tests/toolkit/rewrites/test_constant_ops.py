@@ -135,3 +135,26 @@ def test_layer_scale_after_a_linear_on_the_gpu(gpu, tmp_path):
     fixed = convert_for_gpu(model, (x,), tmp_path / "fixed.tflite",
                             only=["patch_fold_constants", "patch_constant_operand_rank4"])
     assert fixed.ok, fixed.summary()
+
+
+class ZeroedSlice(nn.Module):
+    """torchvision's Swin-v2: a clone of a bias with a slice of it zeroed in place, through a view."""
+
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(12, generator=torch.Generator().manual_seed(6)))
+
+    def forward(self, x):
+        b = self.bias.clone()
+        b[4:8].zero_()
+        return x + b
+
+
+def test_in_place_change_through_a_view_of_a_constant():
+    model = ZeroedSlice().eval()
+    before = model.bias.detach().clone()
+    x = torch.randn(2, 12)
+    with torch.no_grad():
+        got = GpuRewriteWrapper(model, include=["patch_fold_constants"])(x)
+    assert torch.equal(got, model(x))
+    assert torch.equal(model.bias.detach(), before)                 # the model's own parameter is never written

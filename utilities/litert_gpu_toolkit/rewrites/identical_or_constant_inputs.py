@@ -255,6 +255,17 @@ def _fold_call(func, args, kwargs):
             out = func(*values(args), **values(kwargs))
     except Exception:                          # noqa: BLE001 - the traced call raises (or not) as it would have
         return NotImplemented
+    if _views_of(out, [value_of(t) for t in found]):
+        # a view (x[a:b], x.view(...), x.t()): traced as itself, with the value's view as its value, so an in-place
+        # change through it reaches the base in both (torchvision's Swin-v2 zeroes qkv_bias[n:2n] of a clone)
+        from .gather_nd.index_math import remember
+
+        traced = func(*args, **kwargs)
+        if isinstance(traced, torch.Tensor):
+            return remember(traced, out)
+        if isinstance(traced, (tuple, list)) and len(traced) == len(out):
+            return type(traced)(remember(t, o) if isinstance(t, torch.Tensor) else t for t, o in zip(traced, out))
+        return NotImplemented
     cap = max(MAX_FOLD_ELEMENTS, sum(t.numel() for t in found))
 
     def foldable(o) -> bool:
@@ -267,9 +278,16 @@ def _fold_call(func, args, kwargs):
     return NotImplemented
 
 
+def _views_of(out, bases: list) -> bool:
+    """`out` (a tensor or a tuple of them) shares memory with one of `bases`."""
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    ptrs = {b.untyped_storage().data_ptr() for b in bases if isinstance(b, torch.Tensor) and b.numel()}
+    return any(isinstance(o, torch.Tensor) and o.numel() and o.untyped_storage().data_ptr() in ptrs for o in outs)
+
+
 def _seed_values(model: nn.Module, snapshot: dict):
     """Give each parameter and buffer of `model` (a torch.export stand-in while tracing) its real value."""
-    from .gather_nd.index_math import forget, real_values, remember
+    from .gather_nd.index_math import PROTECTED, forget, real_values, remember
 
     seeded = []
     for name, t in [*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)]:
@@ -277,12 +295,16 @@ def _seed_values(model: nn.Module, snapshot: dict):
         if isinstance(real, torch.Tensor) and isinstance(t, torch.Tensor) and real.shape == t.shape \
                 and real.dtype == t.dtype and real.device.type == "cpu":
             with real_values():                 # (detach under the tracing modes would make a stand-in)
-                remember(t, real.detach())
+                value = real.detach()
+                if value.numel():
+                    PROTECTED.add(value.untyped_storage().data_ptr())   # an in-place call never writes to it
+            remember(t, value)
             seeded.append(t)
 
     def undo():
         for t in seeded:
             forget(t)
+        PROTECTED.clear()
     return undo
 
 

@@ -7,7 +7,7 @@ attention scores -- `scores + causal_mask` in every HF decoder (Llama, Qwen2, Mi
 rank 3 is right, and so is a rank-4 ADD of two runtime tensors.
 
 `patch_attention_bias_add` tags the output of a rank-4 matmul (the scores) and follows it through
-scalar scaling, tanh soft-capping and float casts; an ADD of a tagged rank-4 tensor [B, H, S, K]
+scaling by a number or a per-head scale, tanh soft-capping and float casts; an ADD of a tagged rank-4 tensor [B, H, S, K]
 and a rank-4 operand that broadcasts over the first two axes (shape [1|B, 1|H, S, K] with
 B * H or 1 rows) is done at rank 3 -- [B * H, S, K] + [1, S, K] for a shared mask, [1, B*H*S, K] +
 [1, B*H*S, K] for a per-head bias (a per-head [B*H, S, K] constant was still wrong) -- and
@@ -112,10 +112,17 @@ def _scalar(v) -> bool:
     return isinstance(v, numbers.Number) and not isinstance(v, bool)
 
 
+def _per_head(other, scores) -> bool:
+    """A tensor that scales whole score maps: it broadcasts over the last two axes (Swin-v2's per-head logit
+    scale [H, 1, 1])."""
+    return isinstance(other, torch.Tensor) and other.dim() <= scores.dim() and \
+        all(int(d) == 1 for d in other.shape[-2:]) and other.dim() >= 2
+
+
 def _follow(fn):
-    """Keep the tag through scalar scaling (x * c, x / c) of a tagged tensor."""
+    """Keep the tag through scaling (x * c, x / c) of a tagged tensor by a number or a per-head scale."""
     def handler(input, other, *args, **kwargs):
-        if _tagged(input) and _scalar(other) and not args and not kwargs:
+        if _tagged(input) and (_scalar(other) or _per_head(other, input)) and not args and not kwargs:
             return Observed(_tag(fn(input, other)))
         return NotImplemented
     return handler

@@ -179,9 +179,14 @@ def _source(func):
     return handler
 
 
+# storages of the real parameters and buffers behind values (`patch_fold_constants`): never written in place
+PROTECTED: set[int] = set()
+
+
 def _inplace(func):
-    """An in-place method on a tensor with a value: the same call on a copy of the value keeps it current (WavLM's
-    relative buckets are built with `+=`, which is `add_`); when an argument has no value the value is dropped."""
+    """An in-place method on a tensor with a value applies to the value too (WavLM's relative buckets are built
+    with `+=`, which is `add_`): in place, so a change through a view reaches its base as it does in the trace --
+    on a copy when the value is a model's own parameter. When an argument has no value the value is dropped."""
     def handler(self, *args, **kwargs):
         if value_of(self) is None:
             return NotImplemented
@@ -189,7 +194,7 @@ def _inplace(func):
             own, args_v = _values(self), _values(args)
             kwargs_v = {k: _values(v) for k, v in kwargs.items()}
             with real_values():
-                new = own.clone()
+                new = own.clone() if own.numel() and own.untyped_storage().data_ptr() in PROTECTED else own
                 func(new, *args_v, **kwargs_v)
         except Exception:                     # noqa: BLE001 - _Unknown, or a call that raises on the values
             forget(self)

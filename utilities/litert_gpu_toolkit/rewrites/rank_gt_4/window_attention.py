@@ -24,6 +24,8 @@ def _looks_like_window_attention(m: nn.Module) -> bool:
         return False
     if hasattr(m, "logit_scale") or hasattr(m, "cpb_mlp"):       # Swin v2 cosine attention: different math
         return False
+    if hasattr(m, "shift_size"):      # torchvision's: takes [B, H, W, C] and partitions (and shifts) itself
+        return False
     if not isinstance(m.qkv, nn.Linear) or m.qkv.out_features != 3 * m.qkv.in_features:
         return False
     params = [p for p in inspect.signature(m.forward).parameters.values()
