@@ -330,6 +330,14 @@ SYMPTOMS: tuple[Symptom, ...] = (
         numeric="degraded",
     ),
     Symptom(
+        id="strided_assign",
+        seen="STABLEHLO_PAD rejected by the GPU delegate ('Operation is not supported')",
+        cause="Assignment into a strided slice (y[:, 2::3] = v, YOLO pose keypoint decoding) converts to a pad with "
+              "interior padding, which the GPU has no kernel for.",
+        rewrites=("patch_strided_assign",),
+        ops=("STABLEHLO_PAD",),
+    ),
+    Symptom(
         id="recurrent",
         seen="nn.GRU without an initial state (batch > 1) compiles GPU-only and returns wrong numbers (fp16 and fp32)",
         cause="The converter's lowering of nn.GRU materialises a missing initial state as zeros and folds them (with "

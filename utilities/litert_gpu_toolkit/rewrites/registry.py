@@ -54,7 +54,7 @@ REWRITE_MODULES = ("gather_nd", "rank_gt_4", "cumsum", "constant_resize", "trans
                    "batch_matmul", "masked_attention", "output_aliasing", "relu_0_to_1", "identical_or_constant_inputs", "amax",
                    "split", "linear_channel_attention", "fft", "reverse_v2", "grouped_conv", "fp16_overflow",
                    "fp16_silent_zero", "constant_blowup", "conv_forms", "unfold", "recurrent",
-                   "parametrized_weights", "constant_operand", "avg_pool")
+                   "parametrized_weights", "constant_operand", "avg_pool", "strided_assign")
 _MISSING: list[str] = []
 _LOADED = False
 
