@@ -158,3 +158,33 @@ def test_in_place_change_through_a_view_of_a_constant():
         got = GpuRewriteWrapper(model, include=["patch_fold_constants"])(x)
     assert torch.equal(got, model(x))
     assert torch.equal(model.bias.detach(), before)                 # the model's own parameter is never written
+
+
+class PadFromBuffers(nn.Module):
+    """EnCodec's padding: amounts computed from integer buffers, compared in Python and passed to F.pad as tensors
+    (data-dependent for torch.export unless the constants' numbers are known)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("stride", torch.tensor(2))
+        self.register_buffer("kernel", torch.tensor(5))
+
+    def forward(self, x):
+        total = self.kernel - self.stride
+        frames = torch.ceil((x.shape[-1] - self.kernel + total) / self.stride + 1).to(torch.int64) - 1
+        extra = frames * self.stride + self.kernel - total - x.shape[-1]
+        right = max(total // 2, extra)
+        if x.shape[-1] <= right:
+            x = x * 2
+        return torch.nn.functional.pad(x, (total - total // 2, right))
+
+
+def test_constant_numbers_make_python_branches_plain(tmp_path):
+    x = torch.randn(1, 2, 9)
+    model = PadFromBuffers().eval()
+    plain = convert_for_gpu(model, (x,), tmp_path / "plain.tflite", patches=False, check=False)
+    assert plain.error and "data-dependent" in plain.error, plain.summary()
+    fixed = convert_for_gpu(model, (x,), tmp_path / "fixed.tflite", only=["patch_fold_constants"], check=False)
+    assert fixed.error is None, fixed.summary()
+    with torch.no_grad():
+        assert torch.equal(GpuRewriteWrapper(model, include=["patch_fold_constants"])(x), model(x))

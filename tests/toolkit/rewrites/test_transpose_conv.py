@@ -355,3 +355,16 @@ def test_functional_conv_transpose_handler_runs_gpu_only(gpu, tmp_path):
     assert len(res.comparisons) == 3
     for c in res.comparisons:
         assert c.nonfinite == 0 and c.corr >= 0.999, res.summary()
+
+
+def test_rewritten_layers_keep_the_conv_attributes():
+    """Code around a layer reads its hyper-parameters (EnCodec's decoder trims by conv.kernel_size / conv.stride)."""
+    from litert_gpu_toolkit.rewrites.transpose_conv import PolyphaseConvT1d, ZeroStuffConvT1d
+
+    conv = torch.nn.ConvTranspose1d(4, 6, 7, stride=3, padding=2, output_padding=1)
+    for cls in (PolyphaseConvT1d, ZeroStuffConvT1d):
+        new = cls.from_conv_transpose(conv)
+        for name in ("kernel_size", "stride", "padding", "output_padding", "dilation", "groups", "in_channels",
+                     "out_channels", "padding_mode"):
+            assert tuple(getattr(new, name)) == tuple(getattr(conv, name)) if isinstance(getattr(conv, name), tuple) \
+                else getattr(new, name) == getattr(conv, name), (cls.__name__, name)

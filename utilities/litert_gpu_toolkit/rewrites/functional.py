@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .registry import (ENTER_HOOKS, HANDLERS, PRE_HANDLERS, Change, check_names, load_rewrites,  # noqa: F401
-                       register_handler, spec_of)
+from .registry import (ARG_REWRITERS, ENTER_HOOKS, HANDLERS, PRE_HANDLERS, Change, check_names,  # noqa: F401
+                       load_rewrites, register_handler, spec_of)
 
 
 class Observed:
@@ -55,6 +55,11 @@ class GpuRewriteMode(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        for name, rewrite_args in ARG_REWRITERS:
+            if self._enabled(name):
+                new = rewrite_args(args, kwargs)
+                if new is not None:
+                    args, kwargs = new
         for name, pre in PRE_HANDLERS:
             if self._enabled(name):
                 out = pre(func, args, kwargs)

@@ -32,7 +32,7 @@ from torch import nn
 
 from . import Change, register
 from .registry import declare
-from .functional import ENTER_HOOKS, PRE_HANDLERS, register_handler
+from .functional import ARG_REWRITERS, ENTER_HOOKS, PRE_HANDLERS, register_handler
 from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
 # One implementation of "make a constant operand a runtime input" lives in rewrites.constant_blowup.
 
@@ -203,13 +203,19 @@ declare("l2_normalize", wall="identical_or_constant_inputs")
 # and the result enters the graph as one constant. Exact: the very same torch call on the very same numbers
 # (bit-identical). Not folded: in-place calls and item assignment (they drop the value instead), random calls,
 # results that are not tensors, and results larger than both 2**18 elements and their inputs together (a
-# constant blow-up). Functional only.
+# constant blow-up). `item()` / `int()` / `bool()` ... of a constant return its numbers: a data-dependent Python
+# branch or size on a constant becomes a plain one. Functional only.
 
 _RANDOM = ("rand", "normal", "bernoulli", "multinomial", "poisson", "exponential_", "cauchy_", "geometric_")
 
 
 _AUGMENTED = {f"__i{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor",
                                        "lshift", "rshift", "matmul")}
+
+
+# calls that turn a tensor into Python numbers: on a constant they return its numbers, so torch.export meets a plain
+# number where it would have met a data-dependent value (`if n_frames > 1`, F.pad with tensor amounts)
+_TO_PYTHON = {"item", "tolist", "__index__", "__int__", "__float__", "__bool__"}
 
 
 def _never_folded(func) -> bool:
@@ -255,6 +261,8 @@ def _fold_call(func, args, kwargs):
             out = func(*values(args), **values(kwargs))
     except Exception:                          # noqa: BLE001 - the traced call raises (or not) as it would have
         return NotImplemented
+    if getattr(func, "__name__", "") in _TO_PYTHON and isinstance(out, (bool, int, float, list)):
+        return out                 # a constant's number: a Python branch on it needs no guard (EnCodec's paddings)
     if _views_of(out, [value_of(t) for t in found]):
         # a view (x[a:b], x.view(...), x.t()): traced as itself, with the value's view as its value, so an in-place
         # change through it reaches the base in both (torchvision's Swin-v2 zeroes qkv_bias[n:2n] of a clone)
@@ -308,6 +316,40 @@ def _seed_values(model: nn.Module, snapshot: dict):
     return undo
 
 
+def _sizes_as_numbers(args, kwargs):
+    """0-dim integer constants inside a list / tuple argument (sizes, paddings: EnCodec pads by
+    `(self.padding_total, extra_padding)`, tensors computed from buffers) become Python ints."""
+    from .gather_nd.index_math import real_values, value_of
+
+    def number(v):
+        if isinstance(v, torch.Tensor) and v.dim() == 0 and not v.dtype.is_floating_point:
+            known = value_of(v)
+            if known is not None:
+                with real_values():
+                    return int(known)
+        return v
+
+    def walk(v):
+        if isinstance(v, (list, tuple)) and not isinstance(v, torch.Size) and \
+                any(isinstance(x, torch.Tensor) and x.dim() == 0 for x in v):
+            new = [number(x) for x in v]
+            return type(v)(new) if isinstance(v, list) else tuple(new), any(a is not b for a, b in zip(new, v))
+        return v, False
+    changed = False
+    new_args = []
+    for a in args:
+        a, c = walk(a)
+        new_args.append(a)
+        changed |= c
+    new_kwargs = {}
+    for k, v in kwargs.items():
+        v, c = walk(v)
+        new_kwargs[k] = v
+        changed |= c
+    return (tuple(new_args), new_kwargs) if changed else None
+
+
+ARG_REWRITERS.append(("patch_fold_constants", _sizes_as_numbers))
 PRE_HANDLERS.append(("patch_fold_constants", _fold_call))
 ENTER_HOOKS["patch_fold_constants"] = _seed_values
 

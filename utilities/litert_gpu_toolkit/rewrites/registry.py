@@ -43,6 +43,8 @@ FUNCTIONAL: dict[str, PatchSpec] = {}       # functional-only rewrites (no modul
 HANDLERS: dict[Callable, list[tuple[str, Callable]]] = {}
 # (rewrite name, handler(func, args, kwargs)) tried on every call before HANDLERS (e.g. folding all-constant calls)
 PRE_HANDLERS: list[tuple[str, Callable]] = []
+# (rewrite name, fn(args, kwargs) -> (args, kwargs) or None) applied to every call's arguments first
+ARG_REWRITERS: list[tuple[str, Callable]] = []
 # rewrite name -> hook(model, snapshot) run by GpuRewriteWrapper as its forward starts (with the mode active);
 # snapshot: the model's parameters and buffers by name, as they were outside any trace. Returns an undo callable.
 ENTER_HOOKS: dict[str, Callable] = {}

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .spec import ConvTSpec, _batched, _fmt, _output_padding, _pad_or_crop, grouped_conv, interleave_phases
+from .spec import ConvTAttributes, ConvTSpec, _batched, _fmt, _output_padding, _pad_or_crop, grouped_conv, interleave_phases
 from .zero_stuff import _from_conv_transpose
 
 
@@ -75,7 +75,7 @@ def polyphase_forward(x: torch.Tensor, weight: torch.Tensor, phase_bias: torch.T
     return y.squeeze(0) if unbatched else y
 
 
-class _PolyphaseConvT(nn.Module):
+class _PolyphaseConvT(ConvTAttributes, nn.Module):
     def __init__(self, spec: ConvTSpec, weight: torch.Tensor, bias: torch.Tensor | None):
         super().__init__()
         self.spec = spec

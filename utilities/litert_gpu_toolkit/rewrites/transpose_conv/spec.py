@@ -196,3 +196,42 @@ def grouped_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
                  None if bias is None else bias[i * cog:(i + 1) * cog], stride, padding, dilation)
             for i in range(groups)]
     return torch.cat(outs, 1)
+
+
+class ConvTAttributes:
+    """The attributes of the nn.ConvTranspose a rewrite replaced, read from its `spec`: code around the layer reads
+    them (EnCodec's decoder takes `self.conv.kernel_size[0]` and `self.conv.stride[0]` to trim its output)."""
+    spec: ConvTSpec
+    padding_mode = "zeros"
+
+    @property
+    def kernel_size(self) -> tuple[int, ...]:
+        return self.spec.kernel
+
+    @property
+    def stride(self) -> tuple[int, ...]:
+        return self.spec.stride
+
+    @property
+    def padding(self) -> tuple[int, ...]:
+        return self.spec.padding
+
+    @property
+    def output_padding(self) -> tuple[int, ...]:
+        return self.spec.output_padding
+
+    @property
+    def dilation(self) -> tuple[int, ...]:
+        return self.spec.dilation
+
+    @property
+    def groups(self) -> int:
+        return self.spec.groups
+
+    @property
+    def in_channels(self) -> int:
+        return self.spec.in_channels
+
+    @property
+    def out_channels(self) -> int:
+        return self.spec.out_channels

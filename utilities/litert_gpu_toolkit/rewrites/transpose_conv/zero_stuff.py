@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .spec import ConvTSpec, _batched, _output_padding, _pad_or_crop, grouped_conv, zero_stuff
+from .spec import ConvTAttributes, ConvTSpec, _batched, _output_padding, _pad_or_crop, grouped_conv, zero_stuff
 
 
 # ------------------------------------------------------------------------------------- zero-stuff
@@ -21,7 +21,7 @@ def _from_conv_transpose(cls, m):
     return cls(spec, m.weight, m.bias)
 
 
-class _ZeroStuffConvT(nn.Module):
+class _ZeroStuffConvT(ConvTAttributes, nn.Module):
     def __init__(self, spec: ConvTSpec, weight: torch.Tensor, bias: torch.Tensor | None):
         super().__init__()
         self.spec = spec
