@@ -108,3 +108,26 @@ def test_sdpa_with_a_constant_mask_matches_on_gpu(gpu, tmp_path):
     assert ranks and all(r == 3 for r in ranks), ranks
     assert fixed.ok, fixed.summary()
     print(f"\n[llvmpipe] sdpa rewritten: {fixed.report.summary}")
+
+
+class PerHeadBias(nn.Module):
+    """LeViT's attention: a learned [H, N, N] bias (rank 3, folded to a constant) added to the scaled scores."""
+
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(2, 9, 9, generator=torch.Generator().manual_seed(3)))
+
+    def forward(self, q, k, v):
+        return torch.softmax(q @ k.transpose(-1, -2) * 0.5 + self.bias, -1) @ v
+
+
+def test_rank3_bias_on_the_gpu(gpu, tmp_path):
+    g = torch.Generator().manual_seed(4)
+    args = tuple(torch.randn(1, 2, 9, 8, generator=g) for _ in range(3))
+    rules = ["patch_fold_constants", "patch_attention_bias_add"]
+    with torch.no_grad():
+        assert torch.equal(GpuRewriteWrapper(PerHeadBias(), include=rules)(*args), PerHeadBias()(*args))
+    wrong = convert_for_gpu(PerHeadBias(), args, tmp_path / "wrong.tflite", only=["patch_fold_constants"])
+    assert wrong.verdict == "NUMERICS_FAIL", wrong.summary()
+    fixed = convert_for_gpu(PerHeadBias(), args, tmp_path / "fixed.tflite", only=rules)
+    assert fixed.ok, fixed.summary()

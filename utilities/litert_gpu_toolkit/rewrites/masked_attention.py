@@ -52,8 +52,11 @@ def _tagged(t) -> bool:
 
 def add_at_rank3(scores: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """scores + bias for scores [B, H, S, K] and bias [b, h, S, K] (b in {1, B}, h in {1, H}, b*h in
-    {1, B*H}), as a rank-3 ADD; the result is reshaped back to [B, H, S, K]."""
+    {1, B*H}; a rank-2/3 bias counts as [1, .., S, K]), as a rank-3 ADD; the result is reshaped back to
+    [B, H, S, K]."""
     b_, h_, s_, k_ = (int(d) for d in scores.shape)
+    if bias.dim() < 4:
+        bias = bias.reshape((1,) * (4 - bias.dim()) + tuple(bias.shape))
     rows = int(bias.shape[0]) * int(bias.shape[1])
     if rows == 1:                       # one [S, K] bias for every head: [B*H, S, K] + [1, S, K]
         out = scores.reshape(b_ * h_, s_, k_) + bias.reshape(1, s_, k_)
@@ -63,8 +66,10 @@ def add_at_rank3(scores: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
 
 
 def _applies(scores, bias) -> bool:
-    if not (isinstance(bias, torch.Tensor) and bias.dim() == 4 and bias.dtype.is_floating_point):
+    if not (isinstance(bias, torch.Tensor) and 2 <= bias.dim() <= 4 and bias.dtype.is_floating_point):
         return False
+    if bias.dim() < 4:                  # [H, S, K] (LeViT's per-head bias) or [S, K]: broadcast as [1, H, S, K]
+        bias = bias.reshape((1,) * (4 - bias.dim()) + tuple(bias.shape))
     if tuple(bias.shape[2:]) != tuple(scores.shape[2:]):
         return False
     b, h = int(bias.shape[0]), int(bias.shape[1])
