@@ -79,10 +79,9 @@ def built(model, inputs, call: Callable | None = None):
 
 def _calibration_inputs(args: tuple, copies: int) -> tuple:
     """Other draws of the example inputs for `calibrate_batch_norms`, `copies` of them stacked along the batch axis:
-    float tensors redrawn from a normal of the same mean and spread (seeded), other inputs repeated. Statistics
-    taken on the test input itself would make a BatchNorm followed by a global pool over the same few positions
-    return exactly its bias (an output of rounding noise); statistics over one small input are too noisy to
-    keep a deep net's activations in range (YOLO11-cls reached 2e6 with 4 positions per channel)."""
+    float tensors redrawn from a normal of the same mean and spread (seeded), other inputs repeated. The statistics
+    describe the input distribution, not the one test input (a BatchNorm fitted to it exactly, then pooled over the
+    same few positions, returns rounding noise), over more than the few positions one small input has."""
     import torch
 
     g = _gen(7)
