@@ -143,8 +143,8 @@ SYMPTOMS: tuple[Symptom, ...] = (
         seen="'No support of few identical inputs' / 'Expected 1 const input tensor(s)' (device only)",
         cause="The delegate declines an op whose two inputs are the same tensor (x / x) and ops whose inputs are "
               "all constants; they split the graph into partitions.",
-        rewrites=("patch_fold_constants", "patch_degenerate_softmax", "patch_relative_position_bias", "constant_to_input",
-                  "l2_normalize"),
+        rewrites=("patch_fold_constants", "patch_degenerate_softmax", "patch_relative_position_bias",
+                  "constant_to_input", "l2_normalize"),
         log=r"identical inputs|const input tensor",
         by_op=(("ABS", ("patch_fold_constants", "patch_relative_position_bias", "constant_to_input")),
                ("LOG", ("patch_fold_constants", "patch_relative_position_bias", "constant_to_input")),

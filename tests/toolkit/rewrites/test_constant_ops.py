@@ -127,9 +127,9 @@ class LayerScale(nn.Module):
 def test_layer_scale_after_a_linear_on_the_gpu(gpu, tmp_path):
     x = torch.randn(1, 32, 16, generator=torch.Generator().manual_seed(5))
     model = LayerScale().eval()
+    rules = ["patch_fold_constants", "patch_constant_operand_rank4"]
     with torch.no_grad():
-        assert torch.equal(GpuRewriteWrapper(model, include=["patch_fold_constants", "patch_constant_operand_rank4"])(x),
-                           model(x))
+        assert torch.equal(GpuRewriteWrapper(model, include=rules)(x), model(x))
     plain = convert_for_gpu(model, (x,), tmp_path / "plain.tflite", patches=False)
     assert plain.verdict == "NUMERICS_FAIL", plain.summary()
     fixed = convert_for_gpu(model, (x,), tmp_path / "fixed.tflite",

@@ -145,7 +145,8 @@ def multi_head_attention(query, key, value, embed_dim_to_check, num_heads, in_pr
     if attn_mask is not None:
         mask = attn_mask if attn_mask.dtype != torch.bool else \
             torch.zeros(attn_mask.shape, dtype=scores.dtype).masked_fill(attn_mask, float("-inf"))
-        mask = mask.reshape(bsz, num_heads, tgt_len, src_len) if mask.dim() == 3 else mask.reshape(1, 1, tgt_len, src_len)
+        lead = (bsz, num_heads) if mask.dim() == 3 else (1, 1)
+        mask = mask.reshape(*lead, tgt_len, src_len)
         scores = scores + mask
     if key_padding_mask is not None:
         kpm = key_padding_mask if key_padding_mask.dtype != torch.bool else \

@@ -7,8 +7,8 @@ attention scores -- `scores + causal_mask` in every HF decoder (Llama, Qwen2, Mi
 rank 3 is right, and so is a rank-4 ADD of two runtime tensors.
 
 `patch_attention_bias_add` tags the output of a rank-4 matmul (the scores) and follows it through
-scaling by a number or a per-head scale, tanh soft-capping and float casts; an ADD of a tagged rank-4 tensor [B, H, S, K]
-and a rank-4 operand that broadcasts over the first two axes (shape [1|B, 1|H, S, K] with
+scaling by a number or a per-head scale, tanh soft-capping and float casts; an ADD of a tagged rank-4
+tensor [B, H, S, K] and a rank-4 operand that broadcasts over the first two axes (shape [1|B, 1|H, S, K] with
 B * H or 1 rows) is done at rank 3 -- [B * H, S, K] + [1, S, K] for a shared mask, [1, B*H*S, K] +
 [1, B*H*S, K] for a per-head bias (a per-head [B*H, S, K] constant was still wrong) -- and
 reshaped back. Exact: the same sums,

@@ -53,7 +53,8 @@ ENTER_HOOKS: dict[str, Callable] = {}
 # partial vendoring of the toolkit) is skipped and listed by `load_rewrites()`; a module that is there
 # but fails to import raises: a broken rewrite must not pass silently.
 REWRITE_MODULES = ("gather_nd", "rank_gt_4", "cumsum", "constant_resize", "transpose_conv", "select", "broadcast_to",
-                   "batch_matmul", "masked_attention", "output_aliasing", "relu_0_to_1", "identical_or_constant_inputs", "amax",
+                   "batch_matmul", "masked_attention", "output_aliasing", "relu_0_to_1", "identical_or_constant_inputs",
+                   "amax",
                    "split", "linear_channel_attention", "fft", "reverse_v2", "grouped_conv", "fp16_overflow",
                    "fp16_silent_zero", "constant_blowup", "conv_forms", "unfold", "recurrent",
                    "parametrized_weights", "constant_operand", "avg_pool", "strided_assign")

@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .spec import ConvTAttributes, ConvTSpec, _batched, _fmt, _output_padding, _pad_or_crop, grouped_conv, interleave_phases
+from .spec import (ConvTAttributes, ConvTSpec, _batched, _fmt, _output_padding, _pad_or_crop, grouped_conv,
+                   interleave_phases)
 from .zero_stuff import _from_conv_transpose
 
 
