@@ -15,8 +15,8 @@ a rank-2 result.
 `patch_constant_operand_rank4` (default, functional) computes such an op at rank 4: both operands aligned to the
 output's rank and given trailing size-1 axes up to rank 4 ([4, 8, 1, 1] * [4, 8, 8, 1]), the result viewed back
 (leading size-1 axes are dropped again by the converter in front of a broadcasting op). Exact: the same
-elementwise values, only the views change. A constant is a tensor whose value `patch_fold_constants` / `patch_fold_index_math` know
-(parameters, buffers, index math).
+elementwise values, only the views change. A constant is a tensor whose value `patch_fold_constants` /
+`patch_fold_index_math` know (parameters, buffers, index math).
 """
 from __future__ import annotations
 
