@@ -73,3 +73,38 @@ def test_degenerate_rewritten_is_gpu_clean(tmp_path, gpu):
 
 
 # ============================================================================ registration
+
+
+class OneKeyAttention(nn.Module):
+    """MobileViT's patch transformer at a small map: fused attention over one key, and a softmax over a length-1
+    axis of a rank-5 view (DIV(e, e) once converted, declined by the GPU)."""
+
+    def forward(self, q, k, v, w):
+        a = F.scaled_dot_product_attention(q, k, v) + q
+        b = w.view(2, 3, 1, 4, 2).softmax(dim=2).reshape(2, 3, 8) * w + w.sigmoid()
+        return a, b
+
+
+def _one_key_inputs():
+    g = torch.Generator().manual_seed(0)
+    return (torch.randn(2, 3, 1, 8, generator=g), torch.randn(2, 3, 1, 8, generator=g),
+            torch.randn(2, 3, 1, 8, generator=g), torch.randn(2, 3, 8, generator=g))
+
+
+def test_one_key_attention_is_exact():
+    names = ["patch_degenerate_softmax", "lower_rank_views"]
+    with torch.no_grad():
+        for got, want in zip(GpuRewriteWrapper(OneKeyAttention(), include=names)(*_one_key_inputs()),
+                             OneKeyAttention()(*_one_key_inputs())):
+            assert torch.equal(got, want)
+
+
+def test_one_key_attention_is_gpu_clean(tmp_path, gpu):
+    from litert_gpu_toolkit import convert_for_gpu
+
+    plain = convert_for_gpu(OneKeyAttention(), _one_key_inputs(), tmp_path / "plain.tflite", patches=False)
+    assert plain.verdict == "FALLBACK", plain.summary()
+    fixed = convert_for_gpu(OneKeyAttention(), _one_key_inputs(), tmp_path / "fixed.tflite",
+                            only=["patch_degenerate_softmax", "lower_rank_views", "patch_fold_constants",
+                                  "patch_constant_operand_rank4"])
+    assert fixed.ok, fixed.summary()

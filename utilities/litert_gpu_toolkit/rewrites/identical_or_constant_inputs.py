@@ -32,7 +32,7 @@ from torch import nn
 
 from . import Change, register
 from .registry import declare
-from .functional import ARG_REWRITERS, ENTER_HOOKS, PRE_HANDLERS, register_handler
+from .functional import ARG_REWRITERS, ENTER_HOOKS, HANDLERS, PRE_HANDLERS, register_handler
 from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
 # One implementation of "make a constant operand a runtime input" lives in rewrites.constant_blowup.
 
@@ -69,13 +69,30 @@ for _fn in (F.log_softmax, torch.log_softmax, torch.Tensor.log_softmax):
     register_handler(_fn, "patch_degenerate_softmax")(_softmax_like(0.0))
 
 
+def _sdpa_one_key(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """Attention over a single key: its softmax weight is exactly 1, so the output is that value for every query
+    (MobileViT's patch transformers at a 4x4 map attend over one token; the fused op became DIV(e, e))."""
+    if dropout_p or not all(isinstance(t, torch.Tensor) for t in (query, key, value)) or key.dim() < 2 \
+            or int(key.shape[-2]) != 1 or int(value.shape[-2]) != 1 or query.dim() != value.dim():
+        return NotImplemented
+    if enable_gqa and value.shape[-3] != query.shape[-3]:
+        n_rep = int(query.shape[-3]) // int(value.shape[-3])
+        value = torch.cat([value.narrow(-3, i, 1) for i in range(int(value.shape[-3])) for _ in range(n_rep)], dim=-3)
+    length = int(query.shape[-2])
+    return value if length == 1 else torch.cat([value] * length, dim=-2)
+
+
+HANDLERS.setdefault(F.scaled_dot_product_attention, []).insert(0, ("patch_degenerate_softmax", _sdpa_one_key))
+
+
 @register("patch_degenerate_softmax", wall="identical_or_constant_inputs")
 def patch_degenerate_softmax(model: nn.Module, *, functional: bool = True) -> list[Change]:
     """The degenerate special cases of identical / all-constant inputs (wall `identical_or_constant_inputs`).
 
     * softmax over a length-1 axis -> ones (log_softmax -> zeros). After conversion such a softmax is
       SUB(x, x) and DIV(e, e); on a constant latent bank (perceiver-style) the ops around it are all-constant.
-    * x / x -> ones, x - x -> zeros (the same tensor object on both sides).
+    * x / x -> ones, x - x -> zeros (the same tensor object on both sides);
+    * F.scaled_dot_product_attention over a single key -> that value for every query.
     The GPU declines DIV / SUB whose two inputs are one tensor ('No support of few identical inputs';
     reproduced on llvmpipe, LiteRT#9192). Exact for finite inputs (x / x also needs x != 0); where torch
     gives NaN (an inf / NaN entry, 0 / 0) the rewrite gives 1 (0 for x - x). Functional only (nn.Softmax

@@ -74,7 +74,15 @@ def _softmax(op):
             return NotImplemented
         shape = [int(n) for n in x.shape]
         d = dim % len(shape)
-        small = op(base.reshape(_prod(shape[:d]), shape[d], _prod(shape[d + 1:])), dim=1)
+        if shape[d] == 1:              # a softmax over one element is 1 (log_softmax 0): no DIV(e, e) on the GPU
+            from ..gather_nd.index_math import constant, real_values
+
+            with real_values():
+                small = torch.full((_prod(shape[:d]), 1, _prod(shape[d + 1:])), 1.0 if op is torch.softmax else 0.0,
+                                   dtype=x.dtype)
+            small = constant(small)
+        else:
+            small = op(base.reshape(_prod(shape[:d]), shape[d], _prod(shape[d + 1:])), dim=1)
         return _finish(lambda: small.reshape(shape), _plain(small, shape))
     return handler
 
