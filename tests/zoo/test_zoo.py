@@ -139,6 +139,19 @@ def test_committed_readme_matches_committed_results():
     assert render_table(rows, data["environment"]).rstrip() in (ROOT / "zoo" / "README.md").read_text()
 
 
+def test_every_row_has_a_result_and_convert_for_gpu_never_raised():
+    """The committed run covers the whole zoo, and on no row did convert_for_gpu raise or its worker crash or hang
+    (a failure is a verdict with its cause, never an exception)."""
+    data = json.loads((ROOT / "zoo" / "results.json").read_text())
+    rows = {d["name"]: row_from_dict(d) for d in data["rows"]}
+    assert set(ZOO) <= set(rows), sorted(set(ZOO) - set(rows))
+    for name in ZOO:
+        row = rows[name]
+        assert not row.error, f"{name}: {row.error}"
+        for summary in (row.gpu, row.plain):
+            assert summary is not None and summary.verdict != "RAISED", f"{name}: {summary}"
+
+
 @pytest.mark.parametrize("args, message", [
     (["--only", "nope"], "unknown zoo row"), (["--library", "keras"], "unknown library"),
     (["--jobs", "0"], "--jobs must be at least 1"), (["--table-only", "--out", "{tmp}"], "no results")])
