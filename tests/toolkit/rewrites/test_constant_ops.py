@@ -188,3 +188,30 @@ def test_constant_numbers_make_python_branches_plain(tmp_path):
     assert fixed.error is None, fixed.summary()
     with torch.no_grad():
         assert torch.equal(GpuRewriteWrapper(model, include=["patch_fold_constants"])(x), model(x))
+
+
+class KernelByAssignment(nn.Module):
+    """diffusers' Upsample1d: a transposed-conv weight built in forward by index assignment into zeros."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("kernel", torch.tensor([0.25, 0.75, 0.75, 0.25]))
+
+    def forward(self, x):
+        weight = x.new_zeros([x.shape[1], x.shape[1], self.kernel.shape[0]])
+        idx = torch.arange(x.shape[1])
+        weight[idx, idx] = self.kernel.to(weight)
+        return torch.nn.functional.conv_transpose1d(x, weight, stride=2, padding=1)
+
+
+@pytest.mark.gpu
+def test_assignment_into_a_constant_is_a_constant(gpu, tmp_path):
+    x = torch.randn(1, 4, 16, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        assert torch.equal(GpuRewriteWrapper(KernelByAssignment(), include=["patch_fold_index_math",
+                                                                           "patch_fold_constants"])(x),
+                           KernelByAssignment()(x))
+    fixed = convert_for_gpu(KernelByAssignment(), (x,), tmp_path / "fixed.tflite")
+    assert fixed.ok, fixed.summary()
+    ops = read_model_info(fixed.path).op_histogram()
+    assert not any("SCATTER" in op for op in ops) and "BROADCAST_TO" not in ops, ops

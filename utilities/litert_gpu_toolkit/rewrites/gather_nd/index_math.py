@@ -199,6 +199,10 @@ def _inplace(func):
         except Exception:                     # noqa: BLE001 - _Unknown, or a call that raises on the values
             forget(self)
             return NotImplemented
+        if _foldable(new):                    # every operand known: the traced tensor takes the result as a
+            self.copy_(constant(new))         # constant (no scatter into a constant: diffusers' Upsample1d kernel)
+            remember(self, new)
+            return None if func is T.__setitem__ else self
         out = func(self, *args, **kwargs)     # the traced call itself (handlers run outside the mode)
         remember(self, new)
         return out
