@@ -26,6 +26,7 @@ from .rewrites.registry import (PATCHES, Change, check_names, functional_selecti
                                 load_rewrites)
 from .rewrites.parametrized_weights import fold_parametrizations  # noqa: F401 - registers the fold
 from .rewrites.registry import selected as _selected
+from .repair import DEFAULT_BUDGET_S, diagnose_and_repair
 
 # ------------------------------------------------------------------------------------- convert
 
@@ -60,7 +61,7 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
                     only: Sequence[str] | None = None, exclude: Sequence[str] | None = None,
                     approximate: bool = False, check_kwargs: dict | None = None, inplace: bool = False,
                     fallback: bool = True, max_tries: int = 6, verbose: bool | None = None,
-                    **convert_kwargs) -> ConvertResult:
+                    diagnose_budget_s: float | None = DEFAULT_BUDGET_S, **convert_kwargs) -> ConvertResult:
     """Rewrite a copy of `model`, convert it with litert-torch to `output_path`, check it on the GPU.
 
     example_inputs: a tensor, a tuple of positional inputs, a dict of keyword inputs, or (args, kwargs);
@@ -80,6 +81,10 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
         then corr vs torch), the rewrites are dropped one at a time (at most `max_tries` conversions)
         and the best file is kept. A rewrite that raises is dropped too. `result.dropped` and
         `result.summary()` say which rewrites were kept and why the others were not.
+    diagnose_budget_s: when the chosen file runs strictly on the GPU but its numbers are wrong (NUMERICS_FAIL),
+        bisect the model within this many seconds (`repair.diagnose_and_repair`): the per-block table and the
+        measured class land in `result.diagnosis`, and the rewrites matching that class are tried in one more
+        conversion, kept only if the file is better. None or 0: no diagnosis.
     verbose: show the converter's own output live (default: LITERT_GPU_VERBOSE); otherwise it goes to
         `<output>.convert.log` and the toolkit prints one line per stage.
     convert_kwargs: passed to litert_torch (e.g. dynamic_shapes, quant_config).
@@ -99,7 +104,7 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
     try:
         return _convert(model, example_inputs, Path(output_path), patches, check, kwargs, signature_name, signatures,
                         include, only, exclude, approximate, check_kwargs, inplace, fallback, max_tries, verbose,
-                        convert_kwargs)
+                        diagnose_budget_s, convert_kwargs)
     except Exception as e:                                   # noqa: BLE001 - never raises (see the docstring)
         return ConvertResult(None, [], error=error_text(e), stage=getattr(e, "_litert_stage", "convert"))
 
@@ -146,7 +151,8 @@ def _reference(model, entries: dict, single: bool, kwargs, verbose) -> tuple[dic
 
 
 def _convert(model, example_inputs, path, patches, check, kwargs, signature_name, signatures, include, only,
-             exclude, approximate, check_kwargs, inplace, fallback, max_tries, verbose, convert_kwargs):
+             exclude, approximate, check_kwargs, inplace, fallback, max_tries, verbose, diagnose_budget_s,
+             convert_kwargs):
     path.parent.mkdir(parents=True, exist_ok=True)
     entries = signatures or {signature_name: (example_inputs, kwargs)}
     # the reference is the source model, taken before any rewrite touches it
@@ -159,17 +165,25 @@ def _convert(model, example_inputs, path, patches, check, kwargs, signature_name
     fallback = fallback and check and not inplace
     excluded = set(exclude or ())
     dropped: dict[str, str] = {}
-    tries = [path.parent / f".{path.stem}.try{i}{path.suffix}" for i in range(max_tries + 2)]
+    tries = [path.parent / f".{path.stem}.try{i}{path.suffix}" for i in range(max_tries + 3)]
     result = job.attempt(tries[0] if fallback else path, excluded, "rewritten", copy_model=not inplace,
                          dropped=dropped)
     if result.ok or not fallback:
         return job.finish(result, path, tries, dropped)
+    best = _fall_back(job, result, tries, excluded, dropped)
+    if diagnose_budget_s and best.verdict == "NUMERICS_FAIL":
+        best = diagnose_and_repair(job, best, path, lambda: tries[-1], excluded, dropped, float(diagnose_budget_s))
+    return job.finish(best, path, tries, dropped)
+
+
+def _fall_back(job, result, tries, excluded, dropped):
+    """The best of the rewritten file, plain conversion, and the rewritten file less one rewrite at a time."""
     plain = job.attempt(tries[1], None, "plain", copy_model=True)
     best = result
     if quality(plain) > quality(result):
         n = 2
-        for name in result.kept:
-            if n >= len(tries):
+        for name in result.applied:
+            if n >= len(tries) - 1:
                 break
             cand = job.attempt(tries[n], excluded | set(dropped) | {name}, f"without {name}", copy_model=True,
                                dropped={})
@@ -180,11 +194,11 @@ def _convert(model, example_inputs, path, patches, check, kwargs, signature_name
                 if best.ok:
                     break
         if quality(plain) > quality(best):
-            for name in best.kept:
+            for name in best.applied:
                 dropped[name] = (f"plain conversion ({describe(plain)}) beats every rewritten file tried "
                                  f"(best: {describe(best)})")
             best = plain
-    return job.finish(best, path, tries, dropped)
+    return best
 
 
 class _Job:
