@@ -17,7 +17,7 @@ from pathlib import Path
 from .convert_result import ConvertResult, describe, quality
 from .quiet import stage
 
-DEFAULT_BUDGET_S = 600.0
+DEFAULT_BUDGET_S = 300.0
 
 
 def diagnose_and_repair(job, best: ConvertResult, path: Path, try_path, excluded: set, dropped: dict,
