@@ -35,6 +35,10 @@ SOURCE_DIR = Path(__file__).resolve().with_name("runner")
 SOURCES = ("litert_gpu_runner.cc", "litert_c_api.h")
 BINARY = "litert_gpu_runner"
 FLAGS = ("-std=c++17", "-O2", "-Wall", "-Wextra")
+# the fuzz test's build: AddressSanitizer + UndefinedBehaviorSanitizer turn a silent memory error into an abort
+SANITIZE_FLAGS = ("-std=c++17", "-O1", "-g", "-Wall", "-Wextra", "-fsanitize=address,undefined",
+                  "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer")
+SANITIZER_ENV = {"ASAN_OPTIONS": "abort_on_error=1:detect_leaks=0", "UBSAN_OPTIONS": "halt_on_error=1:abort_on_error=1"}
 BUILD_DIR_ENV = "LITERT_GPU_HOST_RUNNER_DIR"
 
 
@@ -72,7 +76,7 @@ def find_compiler() -> str:
                             "apt-get install -y g++; scripts/setup.sh does)")
 
 
-def _stamp(compiler: str, lib_dir: Path) -> str:
+def _stamp(compiler: str, lib_dir: Path, flags: tuple[str, ...]) -> str:
     """What the binary depends on: a different stamp means rebuild."""
     digest = hashlib.sha256()
     for name in SOURCES:
@@ -84,26 +88,30 @@ def _stamp(compiler: str, lib_dir: Path) -> str:
     lib = lib_dir / "libLiteRt.so"
     st = lib.stat()
     return json.dumps({"sources": digest.hexdigest(), "compiler": compiler,
-                       "compiler_version": version.splitlines()[0] if version else "", "flags": list(FLAGS),
+                       "compiler_version": version.splitlines()[0] if version else "", "flags": list(flags),
                        "lib": str(lib), "lib_size": st.st_size, "lib_mtime_ns": st.st_mtime_ns}, sort_keys=True)
 
 
-def build_host_runner(build_dir: Path | None = None, *, force: bool = False, verbose: bool = False) -> Path:
-    """Compile the runner for this machine (if not up to date) and return the binary's path."""
+def build_host_runner(build_dir: Path | None = None, *, force: bool = False, verbose: bool = False,
+                      sanitize: bool = False) -> Path:
+    """Compile the runner for this machine (if not up to date) and return the binary's path. `sanitize`: the
+    ASan + UBSan build the fuzz test runs (a separate binary; run it with SANITIZER_ENV)."""
     build_dir = Path(build_dir or default_build_dir())
     lib_dir = runtime_lib_dir()
     compiler = find_compiler()
     build_dir.mkdir(parents=True, exist_ok=True)
-    binary, stamp_file = build_dir / BINARY, build_dir / f"{BINARY}.stamp"
+    flags = SANITIZE_FLAGS if sanitize else FLAGS
+    name = f"{BINARY}-sanitized" if sanitize else BINARY
+    binary, stamp_file = build_dir / name, build_dir / f"{name}.stamp"
     with open(build_dir / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)    # two test processes building at once must not interleave
-        stamp = _stamp(compiler, lib_dir)
+        stamp = _stamp(compiler, lib_dir, flags)
         if not force and binary.is_file() and stamp_file.is_file() and stamp_file.read_text() == stamp:
             if verbose:
                 print(f"native runner up to date: {binary}")
             return binary
-        tmp = build_dir / f".{BINARY}.{os.getpid()}.tmp"
-        cmd = [compiler, *FLAGS, "-o", str(tmp), str(SOURCE_DIR / "litert_gpu_runner.cc"),
+        tmp = build_dir / f".{name}.{os.getpid()}.tmp"
+        cmd = [compiler, *flags, "-o", str(tmp), str(SOURCE_DIR / "litert_gpu_runner.cc"),
                f"-L{lib_dir}", "-lLiteRt", f"-Wl,-rpath,{lib_dir}", "-ldl"]
         if verbose:
             print("building the native runner: " + " ".join(cmd))

@@ -479,7 +479,9 @@ bool ParseRequest(const Json& root, Request* req, std::string* error) {
 // ---------------------------------------------------------------------------------------------
 // Files: only the names the runner makes, never a symlink, sizes checked before any copy.
 // ---------------------------------------------------------------------------------------------
-bool ReadWholeFile(const std::string& path, size_t limit, std::string* data, std::string* error) {
+// Into a vector, not a string: no terminating NUL after the bytes, so a read past the end of the manifest is a
+// heap overflow that the sanitized build reports, not a silent read of a convenient zero.
+bool ReadWholeFile(const std::string& path, size_t limit, std::vector<char>* data, std::string* error) {
   int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) { *error = "cannot open " + path + ": " + std::strerror(errno); return false; }
   struct stat st;
@@ -496,7 +498,7 @@ bool ReadWholeFile(const std::string& path, size_t limit, std::string* data, std
   data->resize(static_cast<size_t>(st.st_size));
   size_t got = 0;
   while (got < data->size()) {
-    ssize_t n = read(fd, &(*data)[got], data->size() - got);
+    ssize_t n = read(fd, data->data() + got, data->size() - got);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     got += static_cast<size_t>(n);
@@ -792,7 +794,7 @@ int Run(const Args& args) {
   const std::string job = slash == std::string::npos ? "." : args.manifest.substr(0, slash);
 
   // 1. the request
-  std::string text;
+  std::vector<char> text;
   if (!ReadWholeFile(args.manifest, kMaxManifestBytes, &text, &error)) {
     result.error = error;
     return Finish(args.out, result, kExitBadRequest);
