@@ -68,7 +68,7 @@ def test_native_matches_python_on_the_cpu(runner, add_model):
     assert report["cpu"]["residency"] == "CPU: 1 ops (no GPU involved)"
 
 
-def test_native_matches_python_on_the_gpu(gpu, runner, add_model, hostile_model, measured):
+def test_native_matches_python_on_the_gpu(gpu, runner, add_model, hostile_model):
     x = _samples(1)[0]["x"]
     report = compare_native_with_python(add_model, {"serving_default": _samples(3)})
     assert report["gpu"]["residency"] == "GPU residency: 1/1 ops, 1 partition (strict GPU)"
@@ -80,9 +80,8 @@ def test_native_matches_python_on_the_gpu(gpu, runner, add_model, hostile_model,
     np.testing.assert_allclose(fp32.outputs["serving_default"]["out"], exact, rtol=1e-6)
     hostile = compare_native_with_python(hostile_model, {"serving_default": {
         HOSTILE[1]: np.full((1, 4, 4, 2), 3, np.float32), HOSTILE[0]: np.ones((1, 4, 4, 2), np.float32)}})
-    measured("native_runner", "tiny", add_gpu_max_abs_diff=report["gpu"]["max_abs_diff"],
-             add_gpu_fp32_max_abs_diff=report["gpu-fp32"]["max_abs_diff"],
-             sub_gpu_max_abs_diff=hostile["gpu"]["max_abs_diff"])
+    assert hostile["gpu"]["residency"] == "GPU residency: 1/1 ops, 1 partition (strict GPU)"
+    print("native vs python, max |diff|:", {k: v["max_abs_diff"] for k, v in report.items()})
 
 
 def test_hostile_names_bind_only_to_themselves(runner, hostile_model, tmp_path):
