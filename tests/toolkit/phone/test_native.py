@@ -363,3 +363,17 @@ def test_fuzz_valid_job_still_runs(fuzz_runner, add_model, tmp_path):
     _, [(key, outs)] = read_outputs(job / "out")
     assert key == "serving_default"
     np.testing.assert_array_equal(outs["out"], np.full(PROBE_SHAPE, 2, np.float32))
+
+
+def test_cli_build_native_and_run_on_host_native(gpu, runner, add_model):
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[3] / "utilities"),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    cli = [sys.executable, "-m", "litert_gpu_toolkit", "phone"]
+    built = subprocess.run([*cli, "build-native"], capture_output=True, text=True, env=env, timeout=600)
+    assert built.returncode == 0 and built.stdout.strip().endswith(str(runner)), built.stderr[-2000:]
+    proc = subprocess.run([*cli, "run", str(add_model), "--device", "host-native"], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines()[:2] == ["GPU residency: 1/1 ops, 1 partition (strict GPU)", "status: ok"]
