@@ -183,58 +183,67 @@ def _inp(m, i=0):
     return m["entries"][0]["inputs"][i]
 
 
+# name: (manifest bytes, what the result's error must say)
 BAD_MANIFESTS = {
-    "empty": b"",
-    "not an object": b"[1, 2]",
-    "a bare string": b'"manifest"',
-    "trailing garbage": b'{"protocol": "litert-gpu-runner"} x',
-    "deep nesting": b"[" * 100000,
-    "deep objects": b'{"a":' * 5000,
-    "invalid utf-8": b'{"protocol": "litert-gpu-\xff\xfe"}',
-    "lone surrogate": b'{"protocol": "\\ud800"}',
-    "raw newline in a string": b'{"protocol": "litert-gpu\nrunner"}',
-    "NaN": b'{"version": NaN}',
-    "number overflow": b'{"version": 99999999999999999999999999999999}',
-    "duplicate keys": b'{"protocol": "litert-gpu-runner", "protocol": "litert-gpu-runner"}',
-    "unterminated string": b'{"protocol": "litert-gpu-runner',
-    "unterminated escape": b'{"protocol": "\\',
-    "truncated unicode escape": b'{"protocol": "\\u12',
+    "empty": (b"", "unexpected end"),
+    "not an object": (b"[1, 2]", "not a JSON object"),
+    "a bare string": (b'"manifest"', "not a JSON object"),
+    "trailing garbage": (b'{"protocol": "litert-gpu-runner"} x', "unexpected text after"),
+    "deep nesting": (b"[" * 100000, "nested too deeply"),
+    "deep objects": (b'{"a":' * 5000, "nested too deeply"),
+    "invalid utf-8": (b'{"protocol": "litert-gpu-\xff\xfe"}', "invalid UTF-8"),
+    "lone surrogate": (b'{"protocol": "\\ud800"}', "lone high surrogate"),
+    "raw newline in a string": (b'{"protocol": "litert-gpu\nrunner"}', "control character"),
+    "NaN": (b'{"version": NaN}', "invalid value"),
+    "number overflow": (b'{"protocol": "litert-gpu-runner", "version": 99999999999999999999999999999999}',
+                        '"version" must be 2'),
+    "duplicate keys": (b'{"protocol": "litert-gpu-runner", "protocol": "litert-gpu-runner"}', "duplicate key"),
+    "unterminated string": (b'{"protocol": "litert-gpu-runner', "unterminated string"),
+    "unterminated escape": (b'{"protocol": "\\', "unterminated escape"),
+    "truncated unicode escape": (b'{"protocol": "\\u12', "truncated \\u escape"),
+    "too many entries": (b'{"protocol": "litert-gpu-runner", "version": 2, "accelerator": "cpu", "entries": ['
+                         + b",".join([b'{"signature": "s", "inputs": []}'] * 100001) + b"]}",
+                         "a list of 1 to 100000 entries"),
+    "larger than the limit": (b'{"protocol": "litert-gpu-runner"}' + b" " * (17 << 20), "is larger than"),
 }
 
+# name: (change to a valid manifest, what the result's error must say)
 BAD_EDITS = {
-    "wrong version": lambda m: m.update(version=1),
-    "version as text": lambda m: m.update(version="2"),
-    "unknown accelerator": lambda m: m.update(accelerator="npu"),
-    "enforce_f32 as text": lambda m: m.update(enforce_f32="yes"),
-    "repeats zero": lambda m: m.update(repeats=0),
-    "repeats huge": lambda m: m.update(repeats=10**30),
-    "repeats fractional": lambda m: m.update(repeats=1.5),
-    "repeats bool": lambda m: m.update(repeats=True),
-    "no entries": lambda m: m.update(entries=[]),
-    "entries not a list": lambda m: m.update(entries={"0": 1}),
-    "entry not an object": lambda m: m.update(entries=[7]),
-    "unknown field": lambda m: m.update(extra=1),
-    "unknown input field": lambda m: _inp(m).update(file="../../etc/passwd"),
-    "signature not in the model": lambda m: m["entries"][0].update(signature="../serving_default"),
-    "name with ../": lambda m: _inp(m).update(name="../x"),
-    "name with a newline": lambda m: _inp(m).update(name="x\ninput y float32 in_0_0.raw 1"),
-    "name with a NUL": lambda m: _inp(m).update(name="x\u0000y"),
-    "duplicate name": lambda m: _inp(m, 1).update(name="x"),
-    "missing input": lambda m: m["entries"][0]["inputs"].pop(),
-    "extra input": lambda m: m["entries"][0]["inputs"].append({"name": "z", "dtype": "float32", "shape": [1]}),
-    "dtype not carried": lambda m: _inp(m).update(dtype="float64"),
-    "dtype of another input type": lambda m: _inp(m).update(dtype="int32"),
-    "shape as text": lambda m: _inp(m).update(shape="1,8,8,4"),
-    "negative size": lambda m: _inp(m).update(shape=[1, -8, 8, 4]),
-    "huge sizes": lambda m: _inp(m).update(shape=[2**31 - 1] * 4),
-    "size past int32": lambda m: _inp(m).update(shape=[2**31, 1, 1, 1]),
-    "rank 9": lambda m: _inp(m).update(shape=[1] * 9),
-    "wrong shape": lambda m: _inp(m).update(shape=[1, 8, 4, 8]),
-    "too many entries": lambda m: m.update(entries=m["entries"] * 100001),
+    "wrong version": (lambda m: m.update(version=1), '"version" must be 2'),
+    "version as text": (lambda m: m.update(version="2"), '"version" must be 2'),
+    "unknown accelerator": (lambda m: m.update(accelerator="npu"), '"accelerator" must be'),
+    "enforce_f32 as text": (lambda m: m.update(enforce_f32="yes"), '"enforce_f32" must be'),
+    "repeats zero": (lambda m: m.update(repeats=0), '"repeats" must be'),
+    "repeats huge": (lambda m: m.update(repeats=10**30), '"repeats" must be'),
+    "repeats fractional": (lambda m: m.update(repeats=1.5), '"repeats" must be'),
+    "repeats bool": (lambda m: m.update(repeats=True), '"repeats" must be'),
+    "no entries": (lambda m: m.update(entries=[]), '"entries" must be'),
+    "entries not a list": (lambda m: m.update(entries={"0": 1}), '"entries" must be'),
+    "entry not an object": (lambda m: m.update(entries=[7]), "entry 0 is not an object"),
+    "unknown field": (lambda m: m.update(extra=1), 'unknown field "extra"'),
+    "unknown input field": (lambda m: _inp(m).update(file="../../etc/passwd"), 'unknown field "file"'),
+    "signature not in the model": (lambda m: m["entries"][0].update(signature="../serving_default"),
+                                   "no such signature"),
+    "name with ../": (lambda m: _inp(m).update(name="../x"), 'no data for the model\'s input "x"'),
+    "name with a newline": (lambda m: _inp(m).update(name="x\ninput y float32 in_0_0.raw 1"),
+                            'no data for the model\'s input "x"'),
+    "name with a NUL": (lambda m: _inp(m).update(name="x\u0000y"), 'no data for the model\'s input "x"'),
+    "duplicate name": (lambda m: _inp(m, 1).update(name="x"), 'name "x" given twice'),
+    "missing input": (lambda m: m["entries"][0]["inputs"].pop(), "gives 1 inputs; the signature takes 2"),
+    "extra input": (lambda m: m["entries"][0]["inputs"].append({"name": "z", "dtype": "float32", "shape": [1]}),
+                    "gives 3 inputs; the signature takes 2"),
+    "dtype not carried": (lambda m: _inp(m).update(dtype="float64"), '"dtype" must be one of'),
+    "dtype of another input type": (lambda m: _inp(m).update(dtype="int32"), "the model takes float32"),
+    "shape as text": (lambda m: _inp(m).update(shape="1,8,8,4"), '"shape" must be a list'),
+    "negative size": (lambda m: _inp(m).update(shape=[1, -8, 8, 4]), "from 0 to 2^31-1"),
+    "huge sizes": (lambda m: _inp(m).update(shape=[2**31 - 1] * 4), "the model takes float32 [1, 8, 8, 4]"),
+    "size past int32": (lambda m: _inp(m).update(shape=[2**31, 1, 1, 1]), "from 0 to 2^31-1"),
+    "rank 9": (lambda m: _inp(m).update(shape=[1] * 9), "at most 8 sizes"),
+    "wrong shape": (lambda m: _inp(m).update(shape=[1, 8, 4, 8]), "the model takes float32 [1, 8, 8, 4]"),
 }
 
 
-def _check_clean(proc, job: Path, out: Path, before: dict, root: Path, expect=(2,)):
+def _check_clean(proc, job: Path, out: Path, before: dict, root: Path, expect=(2,), error_has: str | None = None):
     where = f"exit {proc.returncode}\n{proc.stderr[-3000:]}"
     assert proc.returncode >= 0, "the runner died on a signal (a crash or a sanitizer abort): " + where
     assert proc.returncode in expect, where
@@ -245,6 +254,7 @@ def _check_clean(proc, job: Path, out: Path, before: dict, root: Path, expect=(2
         assert result["status"] == {0: "ok", 1: "compile_failed", 2: "bad_request"}.get(proc.returncode,
                                                                                      result["status"])
         assert proc.returncode == 0 or result["error"]
+        assert error_has is None or error_has in result["error"], (error_has, result["error"])
         for p in out.iterdir():
             assert p.name == "result.json" or p.name.startswith("out_"), p
 
@@ -252,17 +262,19 @@ def _check_clean(proc, job: Path, out: Path, before: dict, root: Path, expect=(2
 @pytest.mark.parametrize("case", sorted(BAD_MANIFESTS))
 def test_fuzz_bad_manifest_text(fuzz_runner, add_model, tmp_path, case):
     job = _valid_job(tmp_path, add_model)
-    (job / "manifest.json").write_bytes(BAD_MANIFESTS[case])
+    text, error = BAD_MANIFESTS[case]
+    (job / "manifest.json").write_bytes(text)
     before = _snapshot(tmp_path, job / "out")
-    _check_clean(_run(fuzz_runner, job), job, job / "out", before, tmp_path)
+    _check_clean(_run(fuzz_runner, job), job, job / "out", before, tmp_path, error_has=error)
 
 
 @pytest.mark.parametrize("case", sorted(BAD_EDITS))
 def test_fuzz_bad_manifest_fields(fuzz_runner, add_model, tmp_path, case):
     job = _valid_job(tmp_path, add_model)
-    _edit(job, BAD_EDITS[case])
+    change, error = BAD_EDITS[case]
+    _edit(job, change)
     before = _snapshot(tmp_path, job / "out")
-    _check_clean(_run(fuzz_runner, job), job, job / "out", before, tmp_path)
+    _check_clean(_run(fuzz_runner, job), job, job / "out", before, tmp_path, error_has=error)
 
 
 def test_fuzz_truncated_manifests(fuzz_runner, add_model, tmp_path):
@@ -303,8 +315,13 @@ def test_fuzz_random_mutations(fuzz_runner, add_model, tmp_path):
     assert outcomes[2] > 30, outcomes   # most mutations break the manifest: the fuzz reached the checks
 
 
-@pytest.mark.parametrize("case", ["one byte short", "one byte long", "empty", "missing", "a folder",
-                                  "a symlink", "model missing", "model garbage", "model a symlink"])
+BAD_FILES = {"one byte short": "holds 1023 bytes; the model's tensor needs 1024", "one byte long": "holds 1025 bytes",
+             "empty": "holds 0 bytes", "missing": "cannot open", "a folder": "not a regular file",
+             "a symlink": "cannot open", "model missing": "missing or not a regular file",
+             "model garbage": "loading model.tflite failed", "model a symlink": "missing or not a regular file"}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
 def test_fuzz_bad_input_files(fuzz_runner, add_model, tmp_path, case):
     job = _valid_job(tmp_path, add_model)
     outside = tmp_path / "outside"
@@ -334,7 +351,7 @@ def test_fuzz_bad_input_files(fuzz_runner, add_model, tmp_path, case):
         (job / "model.tflite").unlink()
         (job / "model.tflite").symlink_to(add_model)
     before = _snapshot(tmp_path, job / "out")
-    _check_clean(_run(fuzz_runner, job), job, job / "out", before, tmp_path)
+    _check_clean(_run(fuzz_runner, job), job, job / "out", before, tmp_path, error_has=BAD_FILES[case])
 
 
 def test_fuzz_output_folder_that_is_a_symlink_is_refused(fuzz_runner, add_model, tmp_path):
