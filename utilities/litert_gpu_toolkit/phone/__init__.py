@@ -25,7 +25,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runtime import STATUS_OK, STATUS_TIMEOUT, RunResult, parse_gpu_log
+from ..runtime import STATUS_OK, STATUS_RUN_ERROR, STATUS_TIMEOUT, RunResult, parse_gpu_log
 from ..errors import DeviceError
 from .protocol import write_job
 
@@ -195,8 +195,12 @@ def run_job(transport, model_path, inputs: dict, *, accelerator: str = "gpu", en
     result = RunResult(status=STATUS_OK, accelerator=accelerator, enforce_f32=enforce_f32)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="litert-job-") as tmp:
-        job = write_job(Path(tmp) / f"job_{uuid.uuid4().hex[:12]}", Path(model_path), entries,
-                        accelerator=accelerator, enforce_f32=enforce_f32, repeats=repeats)
+        try:
+            job = write_job(Path(tmp) / f"job_{uuid.uuid4().hex[:12]}", Path(model_path), entries,
+                            accelerator=accelerator, enforce_f32=enforce_f32, repeats=repeats)
+        except ValueError as exc:   # e.g. a dtype the protocol does not carry: a failed run, not a crash
+            result.status, result.error = STATUS_RUN_ERROR, f"the runner protocol cannot carry this job: {exc}"
+            return result
         out_local = Path(tmp) / "out"
         returncode, log, timed_out = transport.run(job, out_local, timeout)
         if timed_out:

@@ -823,6 +823,13 @@ int Run(const Args& args) {
   env_option.value.type = kRunnerAnyTypeString;
   env_option.value.u.str_value = lib_dir.c_str();
   LiteRtStatus st = LiteRtCreateEnvironment(lib_dir.empty() ? 0 : 1, lib_dir.empty() ? nullptr : &env_option, &rt.env);
+  if (st != kRunnerLiteRtOk && !lib_dir.empty()) {
+    // A runtime that does not know the option: let it look for its accelerators on its own.
+    std::fprintf(stderr, "litert_gpu_runner: environment with the library folder option failed (status %d); "
+                 "retrying without options\n", st);
+    rt.env = nullptr;
+    st = LiteRtCreateEnvironment(0, nullptr, &rt.env);
+  }
   if (st != kRunnerLiteRtOk) {
     result.status = "compile_failed";
     result.error = StatusText("creating the LiteRT environment", st);
@@ -1015,8 +1022,10 @@ int Run(const Args& args) {
       for (size_t o = 0; st == kRunnerLiteRtOk && o < n_out; ++o) {
         void* host = nullptr;
         st = LiteRtLockTensorBuffer(outs.list[o], &host, kRunnerLockRead);
-        if (st == kRunnerLiteRtOk && host && !data[o].empty()) std::memcpy(data[o].data(), host, data[o].size());
-        if (st == kRunnerLiteRtOk) LiteRtUnlockTensorBuffer(outs.list[o]);
+        if (st != kRunnerLiteRtOk) break;
+        if (host) std::memcpy(data[o].data(), host, data[o].size());
+        LiteRtUnlockTensorBuffer(outs.list[o]);
+        if (!host && !data[o].empty()) st = -1;  // locked, but no memory to read from
       }
       if (st != kRunnerLiteRtOk) {
         result.status = "run_failed";
