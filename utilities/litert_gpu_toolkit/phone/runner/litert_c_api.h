@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 typedef int LiteRtStatus;  // 0 = ok; any other value is an error code
-enum { kRunnerLiteRtOk = 0 };
+enum { kRunnerLiteRtOk = 0, kRunnerLiteRtTimeoutExpired = 7 };
 
 typedef struct LiteRtEnvironmentT* LiteRtEnvironment;
 typedef struct LiteRtModelT* LiteRtModel;

@@ -1017,19 +1017,30 @@ int Run(const Args& args) {
     for (size_t o = 0; o < n_out; ++o) data[o].resize(out_info[o].bytes);
     for (int64_t r = 0; r < req.repeats; ++r) {
       auto t1 = std::chrono::steady_clock::now();
-      st = LiteRtRunCompiledModel(rt.compiled, sig_index, n_in, ins.list.data(), n_out, outs.list.data());
-      // Reading every output back synchronises the GPU, so the time covers the whole run.
-      for (size_t o = 0; st == kRunnerLiteRtOk && o < n_out; ++o) {
-        void* host = nullptr;
-        st = LiteRtLockTensorBuffer(outs.list[o], &host, kRunnerLockRead);
-        if (st != kRunnerLiteRtOk) break;
-        if (host) std::memcpy(data[o].data(), host, data[o].size());
-        LiteRtUnlockTensorBuffer(outs.list[o]);
-        if (!host && !data[o].empty()) st = -1;  // locked, but no memory to read from
+      std::string failed;
+      for (int attempt = 0;; ++attempt) {
+        t1 = std::chrono::steady_clock::now();
+        failed = "running the compiled model";
+        st = LiteRtRunCompiledModel(rt.compiled, sig_index, n_in, ins.list.data(), n_out, outs.list.data());
+        // Reading every output back synchronises the GPU, so the time covers the whole run.
+        for (size_t o = 0; st == kRunnerLiteRtOk && o < n_out; ++o) {
+          void* host = nullptr;
+          failed = "reading output " + std::to_string(o) + " back";
+          st = LiteRtLockTensorBuffer(outs.list[o], &host, kRunnerLockRead);
+          if (st != kRunnerLiteRtOk) break;
+          if (host) std::memcpy(data[o].data(), host, data[o].size());
+          LiteRtUnlockTensorBuffer(outs.list[o]);
+          if (!host && !data[o].empty()) st = -1;  // locked, but no memory to read from
+        }
+        // Seen once on a software GPU sharing two busy cores: the runtime gave up waiting (status 7) where the
+        // same run succeeded a moment later. A wait that ran out is retried, and said so; any other error is final.
+        if (st != kRunnerLiteRtTimeoutExpired || attempt >= 2) break;
+        std::fprintf(stderr, "litert_gpu_runner: %s: the runtime's wait ran out (status 7) while %s; retrying\n",
+                     where.c_str(), failed.c_str());
       }
       if (st != kRunnerLiteRtOk) {
         result.status = "run_failed";
-        result.error = where + ": " + StatusText("running the compiled model", st);
+        result.error = where + ": " + StatusText(failed.c_str(), st);
         return Finish(args.out, result, kExitModelFailed);
       }
       record.run_ms.push_back(MsSince(t1));
