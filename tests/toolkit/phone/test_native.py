@@ -145,10 +145,16 @@ def fuzz_runner():
     """The ASan + UBSan build: an out-of-bounds read or an undefined operation aborts (a signal), so 'no crash'
     also means 'no silent memory error'. Falls back to the plain build only where the sanitizers cannot link."""
     try:
-        return build_host_runner(sanitize=True), SANITIZER_ENV
+        binary = build_host_runner(sanitize=True)
+        smoke = subprocess.run([str(binary)], capture_output=True, text=True, errors="replace", timeout=120,
+                               env={**os.environ, **SANITIZER_ENV})
+        if smoke.returncode == 2 and "usage:" in smoke.stderr:
+            return binary, SANITIZER_ENV
+        why = f"it does not start here (exit {smoke.returncode}): {smoke.stderr[-300:]}"
     except NativeRunnerError as exc:
-        print(f"sanitizer build unavailable, fuzzing the plain build: {str(exc)[:300]}")
-        return build_host_runner(), {}
+        why = str(exc)[:300]
+    print(f"sanitizer build unavailable, fuzzing the plain build: {why}")
+    return build_host_runner(), {}
 
 
 def _valid_job(root: Path, model: Path) -> Path:
