@@ -783,6 +783,168 @@ bool PrepareOutDir(const std::string& out, std::string* error) {
   return true;
 }
 
+// One entry of the job: find its signature, bind its inputs by name, run it `repeats` times, write its outputs.
+// Returns -1 when the entry ran (its record is in `result`), else the exit status after the result is written.
+int RunEntry(const Args& args, const std::string& job, const Request& req, size_t e, const Runtime& rt,
+             size_t num_signatures, Result* result) {
+  LiteRtStatus st = kRunnerLiteRtOk;
+  std::string error;
+  const Entry& entry = req.entries[e];
+  result->stage = "run:" + entry.signature;
+  std::string where = "entry " + std::to_string(e) + " (signature " + Shown(entry.signature) + ")";
+  size_t sig_index = num_signatures;
+  LiteRtSignature sig = nullptr;
+  for (size_t s = 0; s < num_signatures; ++s) {
+    LiteRtSignature candidate = nullptr;
+    const char* key = nullptr;
+    if (LiteRtGetModelSignature(rt.model, s, &candidate) == kRunnerLiteRtOk &&
+        LiteRtGetSignatureKey(candidate, &key) == kRunnerLiteRtOk && key && entry.signature == key) {
+      sig_index = s;
+      sig = candidate;
+      break;
+    }
+  }
+  if (!sig) {
+    result->error = where + ": the model has no such signature";
+    return Finish(args.out, *result, kExitBadRequest);
+  }
+  size_t n_in = 0, n_out = 0;
+  if (LiteRtGetNumSignatureInputs(sig, &n_in) != kRunnerLiteRtOk ||
+      LiteRtGetNumSignatureOutputs(sig, &n_out) != kRunnerLiteRtOk) {
+    result->status = "run_failed";
+    result->error = where + ": cannot read the signature's inputs and outputs";
+    return Finish(args.out, *result, kExitModelFailed);
+  }
+  if (entry.inputs.size() != n_in) {
+    result->error = where + ": the manifest gives " + std::to_string(entry.inputs.size()) +
+                   " inputs; the signature takes " + std::to_string(n_in);
+    return Finish(args.out, *result, kExitBadRequest);
+  }
+  Buffers ins, outs;
+  ins.list.assign(n_in, nullptr);
+  outs.list.assign(n_out, nullptr);
+  for (size_t j = 0; j < n_in; ++j) {
+    const char* name = nullptr;
+    LiteRtTensor tensor = nullptr;
+    TensorInfo info;
+    if (LiteRtGetSignatureInputName(sig, j, &name) != kRunnerLiteRtOk || !name ||
+        LiteRtGetSignatureInputTensorByIndex(sig, j, &tensor) != kRunnerLiteRtOk ||
+        !Describe(tensor, name, &info, &error)) {
+      result->error = where + ": input " + std::to_string(j) + ": " + (error.empty() ? "unreadable" : error);
+      return Finish(args.out, *result, kExitBadRequest);
+    }
+    size_t given = entry.inputs.size();
+    for (size_t i = 0; i < entry.inputs.size(); ++i)
+      if (entry.inputs[i].name == info.name) given = i;
+    if (given == entry.inputs.size()) {
+      result->error = where + ": no data for the model's input " + Shown(info.name);
+      return Finish(args.out, *result, kExitBadRequest);
+    }
+    const InputSpec& spec = entry.inputs[given];
+    if (spec.dtype != info.dtype || spec.shape != info.shape) {
+      result->error = where + ": input " + Shown(info.name) + " is " + spec.dtype->name + " " +
+                     ShapeText(spec.shape) + " in the manifest; the model takes " + info.dtype->name + " " +
+                     ShapeText(info.shape);
+      return Finish(args.out, *result, kExitBadRequest);
+    }
+    LiteRtTensorBufferRequirements reqs = nullptr;
+    st = LiteRtGetCompiledModelInputBufferRequirements(rt.compiled, sig_index, j, &reqs);
+    if (st == kRunnerLiteRtOk)
+      st = LiteRtCreateManagedTensorBufferFromRequirements(rt.env, &info.type, reqs, &ins.list[j]);
+    size_t packed = 0;
+    if (st == kRunnerLiteRtOk) st = LiteRtGetTensorBufferPackedSize(ins.list[j], &packed);
+    if (st != kRunnerLiteRtOk || packed != info.bytes) {
+      result->status = "run_failed";
+      result->error = where + ": " + (st != kRunnerLiteRtOk ? StatusText("creating an input buffer", st)
+                                                            : "the input buffer's size is not the tensor's");
+      return Finish(args.out, *result, kExitModelFailed);
+    }
+    // The file is named from the indices, never from the manifest or the model.
+    std::string file = job + "/in_" + std::to_string(e) + "_" + std::to_string(given) + ".raw";
+    void* host = nullptr;
+    st = LiteRtLockTensorBuffer(ins.list[j], &host, kRunnerLockWrite);
+    if (st != kRunnerLiteRtOk || !host) {
+      result->status = "run_failed";
+      result->error = where + ": " + StatusText("locking an input buffer", st);
+      return Finish(args.out, *result, kExitModelFailed);
+    }
+    bool read_ok = ReadExactly(file, host, info.bytes, &error);
+    LiteRtUnlockTensorBuffer(ins.list[j]);
+    if (!read_ok) {
+      result->error = where + ": input " + Shown(info.name) + ": " + error;
+      return Finish(args.out, *result, kExitBadRequest);
+    }
+  }
+  EntryRecord record;
+  record.signature = entry.signature;
+  std::vector<TensorInfo> out_info(n_out);
+  for (size_t o = 0; o < n_out; ++o) {
+    const char* name = nullptr;
+    LiteRtTensor tensor = nullptr;
+    if (LiteRtGetSignatureOutputName(sig, o, &name) != kRunnerLiteRtOk || !name ||
+        LiteRtGetSignatureOutputTensorByIndex(sig, o, &tensor) != kRunnerLiteRtOk ||
+        !Describe(tensor, name, &out_info[o], &error)) {
+      result->status = "run_failed";
+      result->error = where + ": output " + std::to_string(o) + ": " + (error.empty() ? "unreadable" : error);
+      return Finish(args.out, *result, kExitModelFailed);
+    }
+    LiteRtTensorBufferRequirements reqs = nullptr;
+    st = LiteRtGetCompiledModelOutputBufferRequirements(rt.compiled, sig_index, o, &reqs);
+    if (st == kRunnerLiteRtOk)
+      st = LiteRtCreateManagedTensorBufferFromRequirements(rt.env, &out_info[o].type, reqs, &outs.list[o]);
+    size_t packed = 0;
+    if (st == kRunnerLiteRtOk) st = LiteRtGetTensorBufferPackedSize(outs.list[o], &packed);
+    if (st != kRunnerLiteRtOk || packed != out_info[o].bytes) {
+      result->status = "run_failed";
+      result->error = where + ": " + (st != kRunnerLiteRtOk ? StatusText("creating an output buffer", st)
+                                                            : "the output buffer's size is not the tensor's");
+      return Finish(args.out, *result, kExitModelFailed);
+    }
+  }
+  std::vector<std::vector<char>> data(n_out);
+  for (size_t o = 0; o < n_out; ++o) data[o].resize(out_info[o].bytes);
+  for (int64_t r = 0; r < req.repeats; ++r) {
+    auto t1 = std::chrono::steady_clock::now();
+    std::string failed;
+    for (int attempt = 0;; ++attempt) {
+      t1 = std::chrono::steady_clock::now();
+      failed = "running the compiled model";
+      st = LiteRtRunCompiledModel(rt.compiled, sig_index, n_in, ins.list.data(), n_out, outs.list.data());
+      // Reading every output back synchronises the GPU, so the time covers the whole run.
+      for (size_t o = 0; st == kRunnerLiteRtOk && o < n_out; ++o) {
+        void* host = nullptr;
+        failed = "reading output " + std::to_string(o) + " back";
+        st = LiteRtLockTensorBuffer(outs.list[o], &host, kRunnerLockRead);
+        if (st != kRunnerLiteRtOk) break;
+        if (host) std::memcpy(data[o].data(), host, data[o].size());
+        LiteRtUnlockTensorBuffer(outs.list[o]);
+        if (!host && !data[o].empty()) st = -1;  // locked, but no memory to read from
+      }
+      // Seen once on a software GPU sharing two busy cores: the runtime gave up waiting (status 7) where the
+      // same run succeeded a moment later. A wait that ran out is retried, and said so; any other error is final.
+      if (st != kRunnerLiteRtTimeoutExpired || attempt >= 2) break;
+      std::fprintf(stderr, "litert_gpu_runner: %s: the runtime's wait ran out (status 7) while %s; retrying\n",
+                   where.c_str(), failed.c_str());
+    }
+    if (st != kRunnerLiteRtOk) {
+      result->status = "run_failed";
+      result->error = where + ": " + StatusText(failed.c_str(), st);
+      return Finish(args.out, *result, kExitModelFailed);
+    }
+    record.run_ms.push_back(MsSince(t1));
+  }
+  for (size_t o = 0; o < n_out; ++o) {
+    std::string file = args.out + "/out_" + std::to_string(e) + "_" + std::to_string(o) + ".raw";
+    if (!WriteWholeFile(file, data[o].data(), data[o].size(), &error)) {
+      std::fprintf(stderr, "litert_gpu_runner: %s\n", error.c_str());
+      return kExitInternal;
+    }
+    record.outputs.push_back({out_info[o].name, out_info[o].dtype, out_info[o].shape});
+  }
+  result->entries.push_back(std::move(record));
+  return -1;
+}
+
 int Run(const Args& args) {
   Result result;
   std::string error;
@@ -901,159 +1063,8 @@ int Run(const Args& args) {
   size_t num_signatures = 0;
   if (LiteRtGetNumModelSignatures(rt.model, &num_signatures) != kRunnerLiteRtOk) num_signatures = 0;
   for (size_t e = 0; e < req.entries.size(); ++e) {
-    const Entry& entry = req.entries[e];
-    result.stage = "run:" + entry.signature;
-    std::string where = "entry " + std::to_string(e) + " (signature " + Shown(entry.signature) + ")";
-    size_t sig_index = num_signatures;
-    LiteRtSignature sig = nullptr;
-    for (size_t s = 0; s < num_signatures; ++s) {
-      LiteRtSignature candidate = nullptr;
-      const char* key = nullptr;
-      if (LiteRtGetModelSignature(rt.model, s, &candidate) == kRunnerLiteRtOk &&
-          LiteRtGetSignatureKey(candidate, &key) == kRunnerLiteRtOk && key && entry.signature == key) {
-        sig_index = s;
-        sig = candidate;
-        break;
-      }
-    }
-    if (!sig) {
-      result.error = where + ": the model has no such signature";
-      return Finish(args.out, result, kExitBadRequest);
-    }
-    size_t n_in = 0, n_out = 0;
-    if (LiteRtGetNumSignatureInputs(sig, &n_in) != kRunnerLiteRtOk ||
-        LiteRtGetNumSignatureOutputs(sig, &n_out) != kRunnerLiteRtOk) {
-      result.status = "run_failed";
-      result.error = where + ": cannot read the signature's inputs and outputs";
-      return Finish(args.out, result, kExitModelFailed);
-    }
-    if (entry.inputs.size() != n_in) {
-      result.error = where + ": the manifest gives " + std::to_string(entry.inputs.size()) +
-                     " inputs; the signature takes " + std::to_string(n_in);
-      return Finish(args.out, result, kExitBadRequest);
-    }
-    Buffers ins, outs;
-    ins.list.assign(n_in, nullptr);
-    outs.list.assign(n_out, nullptr);
-    for (size_t j = 0; j < n_in; ++j) {
-      const char* name = nullptr;
-      LiteRtTensor tensor = nullptr;
-      TensorInfo info;
-      if (LiteRtGetSignatureInputName(sig, j, &name) != kRunnerLiteRtOk || !name ||
-          LiteRtGetSignatureInputTensorByIndex(sig, j, &tensor) != kRunnerLiteRtOk ||
-          !Describe(tensor, name, &info, &error)) {
-        result.error = where + ": input " + std::to_string(j) + ": " + (error.empty() ? "unreadable" : error);
-        return Finish(args.out, result, kExitBadRequest);
-      }
-      size_t given = entry.inputs.size();
-      for (size_t i = 0; i < entry.inputs.size(); ++i)
-        if (entry.inputs[i].name == info.name) given = i;
-      if (given == entry.inputs.size()) {
-        result.error = where + ": no data for the model's input " + Shown(info.name);
-        return Finish(args.out, result, kExitBadRequest);
-      }
-      const InputSpec& spec = entry.inputs[given];
-      if (spec.dtype != info.dtype || spec.shape != info.shape) {
-        result.error = where + ": input " + Shown(info.name) + " is " + spec.dtype->name + " " +
-                       ShapeText(spec.shape) + " in the manifest; the model takes " + info.dtype->name + " " +
-                       ShapeText(info.shape);
-        return Finish(args.out, result, kExitBadRequest);
-      }
-      LiteRtTensorBufferRequirements reqs = nullptr;
-      st = LiteRtGetCompiledModelInputBufferRequirements(rt.compiled, sig_index, j, &reqs);
-      if (st == kRunnerLiteRtOk)
-        st = LiteRtCreateManagedTensorBufferFromRequirements(rt.env, &info.type, reqs, &ins.list[j]);
-      size_t packed = 0;
-      if (st == kRunnerLiteRtOk) st = LiteRtGetTensorBufferPackedSize(ins.list[j], &packed);
-      if (st != kRunnerLiteRtOk || packed != info.bytes) {
-        result.status = "run_failed";
-        result.error = where + ": " + (st != kRunnerLiteRtOk ? StatusText("creating an input buffer", st)
-                                                              : "the input buffer's size is not the tensor's");
-        return Finish(args.out, result, kExitModelFailed);
-      }
-      // The file is named from the indices, never from the manifest or the model.
-      std::string file = job + "/in_" + std::to_string(e) + "_" + std::to_string(given) + ".raw";
-      void* host = nullptr;
-      st = LiteRtLockTensorBuffer(ins.list[j], &host, kRunnerLockWrite);
-      if (st != kRunnerLiteRtOk || !host) {
-        result.status = "run_failed";
-        result.error = where + ": " + StatusText("locking an input buffer", st);
-        return Finish(args.out, result, kExitModelFailed);
-      }
-      bool read_ok = ReadExactly(file, host, info.bytes, &error);
-      LiteRtUnlockTensorBuffer(ins.list[j]);
-      if (!read_ok) {
-        result.error = where + ": input " + Shown(info.name) + ": " + error;
-        return Finish(args.out, result, kExitBadRequest);
-      }
-    }
-    EntryRecord record;
-    record.signature = entry.signature;
-    std::vector<TensorInfo> out_info(n_out);
-    for (size_t o = 0; o < n_out; ++o) {
-      const char* name = nullptr;
-      LiteRtTensor tensor = nullptr;
-      if (LiteRtGetSignatureOutputName(sig, o, &name) != kRunnerLiteRtOk || !name ||
-          LiteRtGetSignatureOutputTensorByIndex(sig, o, &tensor) != kRunnerLiteRtOk ||
-          !Describe(tensor, name, &out_info[o], &error)) {
-        result.status = "run_failed";
-        result.error = where + ": output " + std::to_string(o) + ": " + (error.empty() ? "unreadable" : error);
-        return Finish(args.out, result, kExitModelFailed);
-      }
-      LiteRtTensorBufferRequirements reqs = nullptr;
-      st = LiteRtGetCompiledModelOutputBufferRequirements(rt.compiled, sig_index, o, &reqs);
-      if (st == kRunnerLiteRtOk)
-        st = LiteRtCreateManagedTensorBufferFromRequirements(rt.env, &out_info[o].type, reqs, &outs.list[o]);
-      size_t packed = 0;
-      if (st == kRunnerLiteRtOk) st = LiteRtGetTensorBufferPackedSize(outs.list[o], &packed);
-      if (st != kRunnerLiteRtOk || packed != out_info[o].bytes) {
-        result.status = "run_failed";
-        result.error = where + ": " + (st != kRunnerLiteRtOk ? StatusText("creating an output buffer", st)
-                                                              : "the output buffer's size is not the tensor's");
-        return Finish(args.out, result, kExitModelFailed);
-      }
-    }
-    std::vector<std::vector<char>> data(n_out);
-    for (size_t o = 0; o < n_out; ++o) data[o].resize(out_info[o].bytes);
-    for (int64_t r = 0; r < req.repeats; ++r) {
-      auto t1 = std::chrono::steady_clock::now();
-      std::string failed;
-      for (int attempt = 0;; ++attempt) {
-        t1 = std::chrono::steady_clock::now();
-        failed = "running the compiled model";
-        st = LiteRtRunCompiledModel(rt.compiled, sig_index, n_in, ins.list.data(), n_out, outs.list.data());
-        // Reading every output back synchronises the GPU, so the time covers the whole run.
-        for (size_t o = 0; st == kRunnerLiteRtOk && o < n_out; ++o) {
-          void* host = nullptr;
-          failed = "reading output " + std::to_string(o) + " back";
-          st = LiteRtLockTensorBuffer(outs.list[o], &host, kRunnerLockRead);
-          if (st != kRunnerLiteRtOk) break;
-          if (host) std::memcpy(data[o].data(), host, data[o].size());
-          LiteRtUnlockTensorBuffer(outs.list[o]);
-          if (!host && !data[o].empty()) st = -1;  // locked, but no memory to read from
-        }
-        // Seen once on a software GPU sharing two busy cores: the runtime gave up waiting (status 7) where the
-        // same run succeeded a moment later. A wait that ran out is retried, and said so; any other error is final.
-        if (st != kRunnerLiteRtTimeoutExpired || attempt >= 2) break;
-        std::fprintf(stderr, "litert_gpu_runner: %s: the runtime's wait ran out (status 7) while %s; retrying\n",
-                     where.c_str(), failed.c_str());
-      }
-      if (st != kRunnerLiteRtOk) {
-        result.status = "run_failed";
-        result.error = where + ": " + StatusText(failed.c_str(), st);
-        return Finish(args.out, result, kExitModelFailed);
-      }
-      record.run_ms.push_back(MsSince(t1));
-    }
-    for (size_t o = 0; o < n_out; ++o) {
-      std::string file = args.out + "/out_" + std::to_string(e) + "_" + std::to_string(o) + ".raw";
-      if (!WriteWholeFile(file, data[o].data(), data[o].size(), &error)) {
-        std::fprintf(stderr, "litert_gpu_runner: %s\n", error.c_str());
-        return kExitInternal;
-      }
-      record.outputs.push_back({out_info[o].name, out_info[o].dtype, out_info[o].shape});
-    }
-    result.entries.push_back(std::move(record));
+    int code = RunEntry(args, job, req, e, rt, num_signatures, &result);
+    if (code >= 0) return code;
   }
   result.status = "ok";
   result.stage = "done";
