@@ -553,7 +553,8 @@ except ValueError as e:
     print("ok: refused:", e)
 """
 
-_FAKE_PHONE = {"FAKE_ADB_ROOT": "{root}/phone_fs", "PATH": f"{HERE / 'phone' / 'fakes'}:{os.environ.get('PATH', '')}"}
+_FAKE_PHONE = {"FAKE_ADB_ROOT": "{root}/phone_fs", "FAKE_ADB_PYTHON": sys.executable,
+               "PATH": f"{HERE / 'phone' / 'fakes'}:{os.environ.get('PATH', '')}"}
 
 _ZOO_NOT_FAST = "vit"   # a zoo row outside --fast (zoo/run.py --list)
 
@@ -636,7 +637,7 @@ CASES += [
         (("--timeout", "nan"), "finite"), (("--timeout", "-5"), "> 0"), (("--jobs", "0"), "at least 1"),
         (("--out", "{a_file}"), "not a folder"), (("--bogus",), "unrecognized"),
         (("--baseline", "{root}/none.json"), "no results"))],
-    Case(13, "zoo --help names the exit statuses", ["--help"], 0, "2 bad arguments", kind="zoo"),
+    Case(13, "zoo --help names the exit statuses", ["--help"], 0, "bad arguments", kind="zoo"),
     Case(13, "bisect: the builder calls sys.exit(0)", ["bisect", "{builder_exit0.py}:build"], 2, "sys.exit"),
     Case(13, "bisect: the script calls sys.exit(3) on import", ["bisect", "{builder_exit3_import.py}:build"], 2,
          "sys.exit"),

@@ -111,3 +111,67 @@ def test_serial_is_passed_to_adb(fake_phone, monkeypatch):
     monkeypatch.setenv("FAKE_ADB_SERIAL", "ABC123")
     assert Adb(serial="ABC123").state() == "device"
     assert Adb(serial="WRONG").state() == ""
+
+
+ODD_NAMES = ["x y", "a\nb", "../../evil", "tab\there", "%41", "\u00df", "-", 'q"uote\\']
+
+
+def test_odd_names_round_trip_through_the_line_manifest(tmp_path, model):
+    """Names with spaces, newlines, quotes, '../' survive manifest.txt (percent-encoded) and never name a file."""
+    inputs = {n: np.full((2,), i, np.float32) for i, n in enumerate(ODD_NAMES)}
+    job = write_job(tmp_path / "job", model, "serving default", inputs)
+    manifest, arrays = read_manifest(job)
+    assert manifest["signature"] == "serving default" and list(arrays) == ODD_NAMES
+    assert [e["file"] for e in manifest["inputs"]] == [f"in_{i}.raw" for i in range(len(ODD_NAMES))]
+    assert all(len(line.split(" ")) in (2, 5) for line in (job / "manifest.txt").read_text().splitlines())
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.parent != job) == ["add.tflite", "job"]
+    with pytest.raises(ValueError, match="empty name"):
+        write_job(tmp_path / "job2", model, "serving_default", {"": np.zeros(2, np.float32)})
+
+
+def test_cpp_runner_reads_the_manifest_the_host_writes(tmp_path, model):
+    """The C++ runner's manifest reader and JSON writer (everything of litert_gpu_runner.cc but main, which needs
+    the LiteRT SDK), compiled with the host's g++: the names it decodes and writes back are the host's."""
+    import json
+    import shutil
+    import subprocess
+
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no g++ on this machine")
+    source = (Path(__file__).resolve().parents[3] / "utilities" / "litert_gpu_toolkit" / "phone" / "runner"
+              / "litert_gpu_runner.cc").read_text()
+    helpers = source[source.index("namespace {"):source.index("}  // namespace") + len("}  // namespace")]
+    headers = "".join(line + "\n" for line in source.splitlines() if line.startswith("#include <"))
+    main = """
+int main(int argc, char** argv) {
+  Manifest m;
+  std::string err;
+  if (!ReadManifest(argv[1], &m, &err)) { std::cout << JsonString(err) << "\\n"; return 2; }
+  std::cout << "[" << JsonString(m.signature);
+  for (const auto& i : m.inputs) std::cout << ", [" << JsonString(i.name) << ", " << JsonString(i.file) << "]";
+  std::cout << "]\\n";
+  WriteResult(argv[2], "ok", "line 1\\nline \\"2\\"", 1.5, {2.0}, "{\\"name\\": " + JsonString(m.inputs[1].name) + "}");
+  return 0;
+}
+"""
+    (tmp_path / "reader.cc").write_text(headers + helpers + main)
+    exe = tmp_path / "reader"
+    build = subprocess.run([cxx, "-std=c++17", "-O0", "-o", str(exe), str(tmp_path / "reader.cc")],
+                           capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-3000:]
+    inputs = {n: np.zeros((2,), np.float32) for n in ODD_NAMES}
+    job = write_job(tmp_path / "job", model, "serving default", inputs)
+    (tmp_path / "out").mkdir()
+    got = subprocess.run([str(exe), str(job / "manifest.txt"), str(tmp_path / "out")], capture_output=True,
+                         text=True, timeout=60)
+    assert got.returncode == 0, got.stdout + got.stderr
+    parsed = json.loads(got.stdout)
+    assert parsed[0] == "serving default"
+    assert parsed[1:] == [[n, f"in_{i}.raw"] for i, n in enumerate(ODD_NAMES)]
+    result = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert result["error"] == 'line 1\nline "2"' and result["outputs"] == [{"name": ODD_NAMES[1]}]
+    (job / "manifest.txt").write_text((job / "manifest.txt").read_text().replace("in_1.raw", "../x.raw"))
+    refused = subprocess.run([str(exe), str(job / "manifest.txt"), str(tmp_path / "out")], capture_output=True,
+                             text=True, timeout=60)
+    assert refused.returncode == 2 and "bad manifest line" in refused.stdout

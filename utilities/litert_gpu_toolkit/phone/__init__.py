@@ -165,7 +165,11 @@ def run_on_phone(model_path, inputs: dict[str, dict[str, np.ndarray]], device: s
             adb.shell("rm", "-rf", remote, check=False)
             # `adb pull DIR LOCAL` creates LOCAL (new) or LOCAL/out (existing): accept both
             out_dir = out_local / "out" if (out_local / "out" / "result.json").exists() else out_local
-            status, arrays = read_outputs(out_dir)
+            try:
+                status, arrays = read_outputs(out_dir)
+            except (OSError, ValueError, KeyError) as exc:   # a runner that breaks the protocol: its fault, said
+                result.status, result.error = STATUS_RUN_ERROR, f"the runner's result is not readable: {exc}"
+                break
             if status["status"] != "ok":
                 result.error = status.get("error")
                 if status["status"] == "compile_failed":

@@ -2,7 +2,8 @@
 
 `python -m litert_gpu_toolkit.phone.host_runner --manifest JOB/manifest.json --out JOB/out`
 
-It behaves like the on-phone C++ runner (`runner/litert_gpu_runner.cc`): strict GPU-only compile,
+It behaves like the on-phone C++ runner (`runner/litert_gpu_runner.cc`): it reads the job's manifest.txt (the
+line format, names percent-encoded, see `protocol.py`) as the phone does, strict GPU-only compile,
 `repeats` timed runs, outputs as raw files, runtime log on stderr. The test double for adb
 (`tests/toolkit/phone/fakes/adb`) runs it in place of the phone binary, so the whole --device path is exercised
 on a machine without a phone. It is not a phone result and is never labelled as one.

@@ -1,6 +1,7 @@
 // litert_gpu_runner: the on-phone half of litert_gpu_toolkit's runner protocol
 // (see ../protocol.py). Compiles JOB/model.tflite for the GPU accelerator ONLY (no CPU
 // fallback), runs one signature `repeats` times, writes raw outputs + result.json.
+// Protocol version 2: names in manifest.txt are percent-encoded, tensor files are named by position.
 //
 //   litert_gpu_runner --manifest JOB/manifest.txt --out JOB/out
 //
@@ -10,8 +11,11 @@
 // (host_runner.py). If your SDK version names an API differently, the compiler will say where.
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -43,27 +47,70 @@ std::string Dir(const std::string& path) {
   return pos == std::string::npos ? "." : path.substr(0, pos);
 }
 
+// A manifest.txt name field: every byte outside [A-Za-z0-9._-] is written as %XX (protocol.py).
+bool DecodeName(const std::string& field, std::string* out) {
+  out->clear();
+  if (field.empty()) return false;
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] != '%') { out->push_back(field[i]); continue; }
+    if (i + 2 >= field.size() || !isxdigit(static_cast<unsigned char>(field[i + 1])) ||
+        !isxdigit(static_cast<unsigned char>(field[i + 2]))) return false;
+    out->push_back(static_cast<char>(std::stoi(field.substr(i + 1, 2), nullptr, 16)));
+    i += 2;
+  }
+  return true;
+}
+
+// Fields are separated by single spaces; names never contain one (they are percent-encoded).
+std::vector<std::string> Fields(const std::string& line) {
+  std::vector<std::string> fields;
+  std::istringstream ss(line);
+  for (std::string f; std::getline(ss, f, ' ');) fields.push_back(f);
+  return fields;
+}
+
 bool ReadManifest(const std::string& path, Manifest* m, std::string* err) {
   std::ifstream in(path);
   if (!in) { *err = "cannot open " + path; return false; }
   std::string line;
+  int version = 0;
   while (std::getline(in, line)) {
-    std::istringstream ss(line);
-    std::string key;
-    ss >> key;
-    if (key == "signature") ss >> m->signature;
-    else if (key == "enforce_f32") { int v = 0; ss >> v; m->enforce_f32 = v != 0; }
-    else if (key == "repeats") ss >> m->repeats;
-    else if (key == "input") {
-      Input i; std::string dims;
-      ss >> i.name >> i.dtype >> i.file >> dims;
-      std::istringstream ds(dims);
-      for (std::string d; std::getline(ds, d, ',');) if (d != "-") i.shape.push_back(std::stoi(d));
+    if (line.empty()) continue;
+    auto f = Fields(line);
+    const std::string& key = f[0];
+    bool ok = true;
+    if (key == "version" && f.size() == 2) version = std::atoi(f[1].c_str());
+    else if (key == "signature" && f.size() == 2) ok = DecodeName(f[1], &m->signature);
+    else if (key == "enforce_f32" && f.size() == 2) m->enforce_f32 = f[1] == "1";
+    else if (key == "repeats" && f.size() == 2) m->repeats = std::max(1, std::atoi(f[1].c_str()));
+    else if (key == "input" && f.size() == 5) {
+      Input i;
+      ok = DecodeName(f[1], &i.name);
+      i.dtype = f[2];
+      // tensor files are chosen by position, never by the manifest: refuse anything but in_<i>.raw
+      i.file = "in_" + std::to_string(m->inputs.size()) + ".raw";
+      ok = ok && f[3] == i.file;
+      std::istringstream ds(f[4]);
+      for (std::string d; std::getline(ds, d, ',');) if (d != "-") i.shape.push_back(std::atoi(d.c_str()));
       m->inputs.push_back(i);
-    }
+    } else ok = false;
+    if (!ok) { *err = "bad manifest line: " + line.substr(0, 80); return false; }
   }
+  if (version != 2) { *err = "manifest version " + std::to_string(version) + " != 2"; return false; }
   if (m->signature.empty()) { *err = "manifest has no signature"; return false; }
   return true;
+}
+
+// A JSON string literal: quote, backslash and control characters escaped (names are the model's own).
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  char buf[8];
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') { out += '\\'; out += static_cast<char>(c); }
+    else if (c < 0x20) { std::snprintf(buf, sizeof(buf), "\\u%04x", c); out += buf; }
+    else out += static_cast<char>(c);
+  }
+  return out + "\"";
 }
 
 std::vector<char> ReadFile(const std::string& path) {
@@ -74,9 +121,7 @@ std::vector<char> ReadFile(const std::string& path) {
 void WriteResult(const std::string& out_dir, const std::string& status, const std::string& error,
                  double compile_ms, const std::vector<double>& run_ms, const std::string& outputs_json) {
   std::ofstream f(out_dir + "/result.json");
-  std::string esc;
-  for (char c : error) { if (c == '"' || c == '\\') esc += '\\'; esc += (c == '\n' ? ' ' : c); }
-  f << "{\"status\": \"" << status << "\", \"error\": " << (error.empty() ? "null" : "\"" + esc + "\"")
+  f << "{\"status\": \"" << status << "\", \"error\": " << (error.empty() ? "null" : JsonString(error))
     << ", \"compile_ms\": " << compile_ms << ", \"run_ms\": [";
   for (size_t i = 0; i < run_ms.size(); ++i) f << (i ? ", " : "") << run_ms[i];
   f << "], \"outputs\": [" << outputs_json << "]}\n";
@@ -170,7 +215,8 @@ int main(int argc, char** argv) {
     buf.Read<char>(absl::MakeSpan(data));
     std::string file = "out_" + std::to_string(pos) + ".raw";
     std::ofstream(out_dir + "/" + file, std::ios::binary).write(data.data(), data.size());
-    outputs_json << (pos ? ", " : "") << "{\"name\": \"" << output_names[pos] << "\", \"dtype\": \""
+    outputs_json << (pos ? ", " : "") << "{\"name\": " << JsonString(std::string(output_names[pos]))
+                 << ", \"dtype\": \""
                  << (type->ElementType() == litert::ElementType::Float32 ? "float32" : "int32")
                  << "\", \"shape\": [";
     auto dims = type->Layout().Dimensions();
