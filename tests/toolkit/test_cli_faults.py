@@ -274,13 +274,18 @@ def _check(*extra):
 
 
 _PERMISSION_API = """
-import builtins, io, sys
-real_open = io.open
+import builtins, io, os, sys
+real_open, real_os_open = io.open, os.open
 def guarded(file, *a, **k):
     if str(file).endswith('add.tflite'):
         raise PermissionError(13, 'Permission denied', str(file))
     return real_open(file, *a, **k)
+def guarded_os(file, *a, **k):
+    if str(file).endswith('add.tflite'):
+        raise PermissionError(13, 'Permission denied', str(file))
+    return real_os_open(file, *a, **k)
 builtins.open = io.open = guarded  # TEST DOUBLE: the file is unreadable (root ignores chmod 000)
+os.open = guarded_os
 from litert_gpu_toolkit.__main__ import main
 sys.exit(main(['check', sys.argv[1]]))
 """
@@ -374,9 +379,10 @@ from litert_gpu_toolkit.arguments import write_output
 target = Path(sys.argv[2]) / "report.json"
 target.write_text("the old report, still needed\\n")
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-resource.setrlimit(resource.RLIMIT_FSIZE, (8, 8))  # the disk fills after 8 bytes (a real kernel limit)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (8, hard))  # files stop growing at 8 bytes (a real kernel limit)
 problem = write_output(target, "a new report that does not fit\\n")
-resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 left = sorted(p.name for p in target.parent.iterdir() if p.name.startswith(".report"))
 ok = problem is not None and target.read_text() == "the old report, still needed\\n" and not left
 print("ok: the old report is intact" if ok else f"WRONG: problem={problem!r} now={target.read_text()!r} left={left}")
@@ -498,6 +504,7 @@ from litert_gpu_toolkit.phone.protocol import write_job
 own = Path(sys.argv[2])
 names = ["x y", "a\\nb", "../../evil", "tab\\there", "%41", "\\u00df", "-"]
 inputs = {n: np.full((2,), i, np.float32) for i, n in enumerate(names)}
+before = set(Path(sys.argv[3]).rglob("*"))
 job = write_job(own / "job", Path(sys.argv[1]), "serving default", inputs)
 lines = (job / "manifest.txt").read_text().splitlines()
 got = []                      # what a C runner reading whitespace-separated fields sees
@@ -507,7 +514,7 @@ for line in lines:
         got.append((len(f), urllib.parse.unquote(f[1]), f[3]))
 want = [(5, n, f"in_{i}.raw") for i, n in enumerate(names)]
 sig = [urllib.parse.unquote(line.split()[1]) for line in lines if line.split()[:1] == ["signature"]]
-outside = sorted(str(p) for p in own.rglob("*") if "job" not in p.relative_to(own).parts[:1])
+outside = sorted(str(p) for p in set(Path(sys.argv[3]).rglob("*")) - before if job not in (p, *p.parents))
 ok = got == want and sig == ["serving default"] and not outside
 print(("ok: " if ok else "WRONG: ") + f"parsed {got} signature {sig} outside {outside}")
 sys.exit(0 if ok else 1)
@@ -731,9 +738,16 @@ def _hanging(pid: int) -> bool:
         return False
 
 
+def _default_sigint():
+    """A child starts with SIGINT at its default (a shell that runs this file in the background ignores SIGINT,
+    and the child would inherit that: the Ctrl-C cases would then measure the shell, not the toolkit)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _limit_memory():
     import resource
 
+    _default_sigint()
     resource.setrlimit(resource.RLIMIT_AS, (3 << 29, 3 << 29))
 
 
@@ -763,7 +777,7 @@ def run_case(case: Case, files: dict[str, Path], root: Path) -> Outcome:
     else:
         cmd = [sys.executable, "-m", "litert_gpu_toolkit", *argv]
     proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=_limit_memory if case.kind == "cli:memlimit" else None)
+                            preexec_fn=_limit_memory if case.kind == "cli:memlimit" else _default_sigint)
     if case.kind == "kill_worker":
         # kill the worker that is inside the injected hang, not whichever worker happens to be newest: under
         # load the CPU stage's worker may still be listed when the GPU one has not started yet

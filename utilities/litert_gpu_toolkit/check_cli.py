@@ -23,10 +23,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="MODEL", help="the .tflite file to check")
     p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT ('-' = stdout, no text); "
                                                  + JSON_OUTPUT_HELP)
-    p.add_argument("--inputs", metavar="NPZ", help="input arrays (.npz keyed by input name or SIGNATURE/NAME); "
-                                                   "default: seeded random, integer ids kept in their table's range")
+    p.add_argument("--inputs", metavar="NPZ", help="input arrays (.npz keyed by input name or SIGNATURE/NAME), each "
+                                                   "of the signature's dtype (never cast) and without NaN; default: "
+                                                   "seeded random, integer ids kept in their table's range")
     p.add_argument("--reference", metavar="NPZ", help="the source model's outputs (.npz keyed by output name or "
-                                                      "SIGNATURE/NAME): CPU and GPU are compared to them too")
+                                                      "SIGNATURE/NAME; no NaN): CPU and GPU are compared to them too")
     p.add_argument("--min-corr", type=correlation, default=None, metavar="C",
                    help="minimum Pearson correlation, in (0, 1] (default 0.999 unless --rtol/--atol given)")
     p.add_argument("--rtol", type=non_negative, default=None, help="relative tolerance (>= 0) for an elementwise "
