@@ -32,7 +32,7 @@ Measured (llvmpipe (software Vulkan), ai-edge-litert 2.3.0, for the three cases 
   .npz file", --timeout 0 blamed on the model as a hang, an outside kill blamed on the model): 6 of 51.
   after (this file's commit): 51 of 51; a 52nd case (bisect on a model that does not export) was
   added later and is clean too.
-Issue 24 (142 cases, every one run, the three GPU ones and the four new GPU ones on llvmpipe):
+Issue 24 (142 cases, every one run; the nine that need a GPU on llvmpipe, as above):
   before, the toolkit and zoo at 18d94d0 with this file: 76 of 142 clean by the table's checks (classes
   1-8: 52 of 52; 9-15: 24 of 90); 7 more miss only the expected words, and reading them 2 are clean
   (/dev/zero as --inputs / --reference: "not a readable .npz") while 5 are not (a FIFO script called "no
