@@ -113,3 +113,5 @@ def test_convert_for_gpu_bisects_and_repairs_fp16_loss(gpu, tmp_path, measured):
     measured("split_k", "repair", text=f"{off.verdict} (fp16 corr {out.fp16.corr:.6f}, SNR {out.fp16.snr_db:.1f} dB; "
              f"fp32 corr {out.fp32.corr:.6f}, CPU corr {out.cpu.corr:.6f}) -> bisect: {report.diagnosis} -> "
              f"{', '.join(result.repaired)} -> {result.verdict}")
+    assert "diagnosis (bisect" in result.summary() and "SNR fp16" in result.summary()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")], "scratch files left behind"

@@ -39,6 +39,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .files import special_file_problem
 from .metrics import Comparison, compare
 from .model_info import read_model_info
 from .ops import REDUCTION_OPS
@@ -572,7 +573,8 @@ def _evaluate(model, forward, name, example_inputs, feed, out_dir, fp32, cpu, ti
     try:
         ref = tap(*example_inputs).detach().float().numpy()
         path = export_tflite(tap, example_inputs, out_dir / f"{(name or 'output').replace('.', '_')}.tflite")
-    except Exception as exc:  # noqa: BLE001 - every tap traces the whole model: the caller stops here
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - every tap traces the whole model (a sys.exit in forward
+        # too): the caller stops here
         msg = " ".join(str(exc).split())[:300]
         return BoundaryResult(name, None, None, f"export_failed: {type(exc).__name__}: {msg}",
                               seconds=time.monotonic() - start)
@@ -595,7 +597,7 @@ class BuilderError(ValueError):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .arguments import add_verbose_argument, correlation
+    from .arguments import JSON_OUTPUT_HELP, add_verbose_argument, correlation
 
     p.add_argument("builder", help="SCRIPT.py:FUNCTION -- FUNCTION() returns (model, example_inputs_tuple)")
     p.add_argument("--boundaries", help="comma-separated module names (default: auto = every block in execution "
@@ -609,7 +611,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="stop starting conversions after this long; the table lists what was left out")
     p.add_argument("--max-boundaries", type=int, default=DEFAULT_MAX_BOUNDARIES,
                    help=f"auto boundaries spread over the model (default {DEFAULT_MAX_BOUNDARIES})")
-    p.add_argument("--json", metavar="OUT", help="write the report as JSON")
+    p.add_argument("--json", metavar="OUT", help="write the report as JSON; " + JSON_OUTPUT_HELP)
     add_verbose_argument(p)
 
 
@@ -621,6 +623,9 @@ def load_builder(spec_text: str):
     if not sep or not script or not func.isidentifier():
         raise BuilderError(f"give SCRIPT.py:FUNCTION, got {spec_text!r}")
     path = Path(script)
+    special = special_file_problem(path)
+    if special:                         # a FIFO would block the import forever
+        raise BuilderError(f"{special}, not a Python script")
     if not path.is_file():
         raise BuilderError(f"{script}: no such script")
     spec = importlib.util.spec_from_file_location("bisect_builder", path)
@@ -631,6 +636,9 @@ def load_builder(spec_text: str):
         spec.loader.exec_module(module)
     except SyntaxError as exc:
         raise BuilderError(f"{script}, line {exc.lineno}: syntax error: {exc.msg}") from None
+    except SystemExit as exc:  # its exit status is not bisect's: a 0 would read as "every boundary clean"
+        raise BuilderError(f"{script} called sys.exit({exc.code!r}) while loading; bisect needs a script that "
+                           "defines the builder without exiting") from None
     except Exception as exc:  # noqa: BLE001 - the user's script raised while importing: show where, briefly
         where = traceback.extract_tb(exc.__traceback__)[-1]
         raise BuilderError(
@@ -648,6 +656,9 @@ def load_builder(spec_text: str):
         raise BuilderError(f"{script}:{func} is not a function")
     try:
         built = builder()
+    except SystemExit as exc:
+        raise BuilderError(f"{script}:{func}() called sys.exit({exc.code!r}) instead of returning "
+                           "(model, example_inputs)") from None
     except Exception as exc:  # noqa: BLE001 - reported, not raised
         where = traceback.extract_tb(exc.__traceback__)[-1]
         raise BuilderError(
@@ -673,7 +684,7 @@ def run(args: argparse.Namespace) -> int:
 
     from .arguments import refuse_output_path, write_output
 
-    if refuse_output_path("--json", args.json):
+    if refuse_output_path("--json", args.json, inputs=(args.builder.rpartition(":")[0],)):
         return 2
     try:
         model, example = load_builder(args.builder)

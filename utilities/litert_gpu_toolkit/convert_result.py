@@ -124,6 +124,22 @@ def np_tree(value) -> list[np.ndarray]:
     return arrays
 
 
+def signature_arrays(args: tuple, kwargs: dict) -> dict:
+    """The example inputs as numpy arrays by the names the converted file gives them (a list input: args_0_0,
+    args_0_1, ...); when they cannot be named so, the single-tensor positional and keyword inputs."""
+    from .outputs import input_names
+
+    leaves = input_names(args, kwargs)
+    if leaves is not None:
+        return {name: np_tree(t)[0] for name, t in leaves}
+    named = {}
+    for key, value in [(f"args_{i}", a) for i, a in enumerate(args)] + list(kwargs.items()):
+        arrays = np_tree(value)
+        if len(arrays) == 1:
+            named[key] = arrays[0]
+    return named
+
+
 def _corrs(report) -> list[float]:
     return [c.get("corr") for outs in (getattr(report, "signatures", None) or {}).values() for e in outs.values()
             for lbl, c in e.get("vs_reference", {}).items() if lbl != "cpu" and c.get("corr") is not None]

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: unknown phone {args.device!r}; known: {', '.join(phones)}"
               + (" (and host-native for run)" if args.action == "run" else ""), file=sys.stderr)
         return 2
-    from ..inputs import InputError, load_npz, model_signatures
+    from ..inputs import InputError, fit_array, load_npz, model_signatures
     from ..model_info import InvalidModelError
 
     try:
@@ -75,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
                 raise InputError(f"{args.inputs}: the model's inputs are {', '.join(sig.inputs) or 'none'}"
                                  + (f"; not inputs: {', '.join(unknown)}" if unknown else "")
                                  + (f"; missing: {', '.join(missing)}" if missing else ""))
+            # the signature's shape and dtype exactly, no NaN: the phone would otherwise cast quietly
+            named = {n: fit_array(sig.key, n, sig.inputs[n], np.asarray(a)) for n, a in named.items()}
         else:
             try:
                 named = {n: np.zeros(t.shape, numpy_dtype(t.dtype)) for n, t in sig.inputs.items()}
