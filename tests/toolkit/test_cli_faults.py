@@ -512,26 +512,24 @@ sys.exit(0 if not made and outcome.startswith("refused") else 1)
 """
 
 _MANIFEST_LINES = """
-import sys, urllib.parse
+import json, sys
 import numpy as np
 from pathlib import Path
-from litert_gpu_toolkit.phone.protocol import write_job
+from litert_gpu_toolkit.phone.protocol import read_manifest, write_job
 own = Path(sys.argv[2])
 names = ["x y", "a\\nb", "../../evil", "tab\\there", "%41", "\\u00df", "-"]
 inputs = {n: np.full((2,), i, np.float32) for i, n in enumerate(names)}
 before = set(Path(sys.argv[3]).rglob("*"))
-job = write_job(own / "job", Path(sys.argv[1]), "serving default", inputs)
-lines = (job / "manifest.txt").read_text().splitlines()
-got = []                      # what a C runner reading whitespace-separated fields sees
-for line in lines:
-    f = line.split()
-    if f and f[0] == "input":
-        got.append((len(f), urllib.parse.unquote(f[1]), f[3]))
-want = [(5, n, f"in_{i}.raw") for i, n in enumerate(names)]
-sig = [urllib.parse.unquote(line.split()[1]) for line in lines if line.split()[:1] == ["signature"]]
+job = write_job(own / "job", Path(sys.argv[1]), [("serving default", inputs)])
+manifest = json.loads((job / "manifest.json").read_text())          # what a runner parses: JSON strings
+got = [i["name"] for i in manifest["entries"][0]["inputs"]]
+_, entries = read_manifest(job)
+files = sorted(p.name for p in job.iterdir())
+want_files = sorted(["manifest.json", "model.tflite"] + [f"in_0_{i}.raw" for i in range(len(names))])
 outside = sorted(str(p) for p in set(Path(sys.argv[3]).rglob("*")) - before if job not in (p, *p.parents))
-ok = got == want and sig == ["serving default"] and not outside
-print(("ok: " if ok else "WRONG: ") + f"parsed {got} signature {sig} outside {outside}")
+ok = (got == names and entries[0][0] == "serving default" and list(entries[0][1]) == names
+      and files == want_files and not outside)
+print(("ok: " if ok else "WRONG: ") + f"names {got} files {files} outside {outside}")
 sys.exit(0 if ok else 1)
 """
 
@@ -542,14 +540,16 @@ from pathlib import Path
 from litert_gpu_toolkit.phone.protocol import read_outputs, write_outputs
 own = Path(sys.argv[2])
 (own / "secret.raw").write_bytes(np.arange(4, dtype=np.float32).tobytes())
-write_outputs(own / "out", "ok", outputs={"y": np.zeros(4, np.float32)})
+write_outputs(own / "out", "ok", entries=[("serving_default", {"y": np.zeros(4, np.float32)}, [1.0])])
 result = json.loads((own / "out" / "result.json").read_text())
-result["outputs"][0]["file"] = "../secret.raw"          # a runner (or a phone) that names a file outside
+result["entries"][0]["outputs"][0]["file"] = "../secret.raw"    # a runner (or a phone) that names a file outside
 (own / "out" / "result.json").write_text(json.dumps(result))
 try:
-    _, arrays = read_outputs(own / "out")
-    print(f"WRONG: read {arrays['y'].tolist()} from outside the job folder")
-    sys.exit(1)
+    _, entries = read_outputs(own / "out")
+    y = entries[0][1]["y"]
+    ok = y.tolist() == [0.0, 0.0, 0.0, 0.0]                     # the named path is never read: files go by index
+    print(("ok: ignored the path, read the job's own file " if ok else "WRONG: read ") + f"{y.tolist()}")
+    sys.exit(0 if ok else 1)
 except ValueError as e:
     print("ok: refused:", e)
 """
@@ -561,16 +561,16 @@ from pathlib import Path
 from litert_gpu_toolkit.phone.protocol import read_manifest, write_job
 own = Path(sys.argv[2])
 (own / "secret.raw").write_bytes(np.arange(4, dtype=np.float32).tobytes())
-job = write_job(own / "job", Path(sys.argv[1]), "serving_default", {"x": np.zeros(4, np.float32)})
+job = write_job(own / "job", Path(sys.argv[1]), [("serving_default", {"x": np.zeros(4, np.float32)})])
 m = json.loads((job / "manifest.json").read_text())
-m["inputs"][0]["file"] = "../secret.raw"
+m["entries"][0]["inputs"][0]["file"] = "../secret.raw"
 (job / "manifest.json").write_text(json.dumps(m))
-txt = (job / "manifest.txt").read_text().replace("in_0.raw", "../secret.raw")
-(job / "manifest.txt").write_text(txt)
 try:
-    _, arrays = read_manifest(job)
-    print(f"WRONG: read {arrays['x'].tolist()} from outside the job folder")
-    sys.exit(1)
+    _, entries = read_manifest(job)
+    x = entries[0][1]["x"]
+    ok = x.tolist() == [0.0, 0.0, 0.0, 0.0]
+    print(("ok: ignored the path, read the job's own file " if ok else "WRONG: read ") + f"{x.tolist()}")
+    sys.exit(0 if ok else 1)
 except ValueError as e:
     print("ok: refused:", e)
 """
@@ -707,7 +707,7 @@ CASES += [
     Case(15, "convert_for_gpu: planted links at the predictable try names", [], 0, "ok:", kind="api",
          api=_api_convert(_TRY_LINKS), needs_gpu=True, own=True),
     Case(15, "write_results: the lock file is a planted symlink", [], 0, "ok:", kind="api", api=_LOCK_LINK, own=True),
-    Case(15, "phone manifest: names with spaces, newlines, ../ survive the line format", [], 0, "ok:",
+    Case(15, "phone manifest: names with spaces, newlines, ../ survive as JSON strings, files by index", [], 0, "ok:",
          kind="api", api=_MANIFEST_LINES, own=True),
     Case(15, "phone protocol: an output file named outside the job is refused", [], 0, "ok:", kind="api",
          api=_READ_ESCAPES, own=True),
