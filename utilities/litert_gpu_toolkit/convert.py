@@ -76,10 +76,8 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
         then corr vs torch), the rewrites are dropped one at a time (at most `max_tries` conversions)
         and the best file is kept. A rewrite that raises is dropped too. `result.dropped` and
         `result.summary()` say which rewrites were kept and why the others were not.
-    diagnose_budget_s: when the chosen file runs strictly on the GPU but its numbers are wrong (NUMERICS_FAIL),
-        bisect the model within this many seconds (`repair.diagnose_and_repair`): the per-block table and the
-        measured class land in `result.diagnosis`, and the rewrites matching that class are tried in one more
-        conversion, kept only if the file is better. None or 0: no diagnosis.
+    diagnose_budget_s: a NUMERICS_FAIL file is bisected within this many seconds (`repair.diagnose_and_repair`;
+        `result.diagnosis`) and the rewrites matching the measured class tried, kept only if better. 0: off.
     verbose: show the converter's own output live (default: LITERT_GPU_VERBOSE); otherwise it goes to
         `<output>.convert.log` and the toolkit prints one line per stage.
     convert_kwargs: passed to litert_torch (e.g. dynamic_shapes, quant_config).
