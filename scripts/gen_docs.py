@@ -256,8 +256,22 @@ def render_constant_blowup(entry: dict) -> str:
     return "\n".join(lines)
 
 
+def render_split_k(entry: dict) -> str:
+    lines = [_provenance_line(entry), "", "| model | CONV_2D plain -> split | SNR vs torch plain (fp16) "
+             "| SNR split (fp16) | corr plain -> split |", "|---|---:|---:|---:|---:|"]
+    rows = entry["rows"]
+    r = rows.get("cancel")
+    if r:
+        lines.append(f"| {r['label']} | {r['conv_plain']} -> {r['conv_split']} | {r['snr_plain_db']:.1f} dB "
+                     f"| {r['snr_split_db']:.1f} dB | {r['corr_plain']:.6f} -> {r['corr_split']:.6f} |")
+    if "repair" in rows:
+        lines += ["", f"`convert_for_gpu` on the same model (default max_dot): {rows['repair']['text']}."]
+    return "\n".join(lines)
+
+
 MEASURED_RENDERERS = {"fp16_norms": render_fp16_norms, "spectral": render_spectral,
-                      "masked_attention": render_masked_attention, "constant_blowup": render_constant_blowup}
+                      "masked_attention": render_masked_attention, "constant_blowup": render_constant_blowup,
+                      "split_k": render_split_k}
 
 
 # ---------------------------------------------------------------------------------------------- zoo

@@ -53,7 +53,15 @@ else
   fi
 fi
 
-# 4. speech synthesiser for the audio recipes' offline test inputs (optional)
+# 4. the native runner (--device host-native): the phone's runner (LiteRT C API) compiled for this machine against
+#    the wheel's libLiteRt.so, into build/host-runner/ (ignored); skipped in a second when up to date; no network
+if ! command -v "${CXX:-g++}" >/dev/null && ! command -v c++ >/dev/null; then
+  as_root bash -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends g++ >/dev/null' \
+    && say "installed g++ (for the native runner)" || say "no C++ compiler and no apt as root: install g++ for --device host-native"
+fi
+"$PY" -m litert_gpu_toolkit.phone.native || say "native runner not built; --device host-native will say why"
+
+# 5. speech synthesiser for the audio recipes' offline test inputs (optional)
 if ! command -v espeak-ng >/dev/null; then
   as_root bash -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends espeak-ng >/dev/null' \
     && say "installed espeak-ng" || say "espeak-ng not installed (audio recipes need it for test speech)"

@@ -178,10 +178,11 @@ def test_corrupt_reference(script, tmp_path):
     assert_usage_error(proc, tmp_path, "is not a readable .npz")
 
 
-def test_llm_on_a_phone_is_a_clear_error(tmp_path):
+@pytest.mark.parametrize("device,what", [("pixel8", "a phone"), ("host-native", "the native runner")])
+def test_llm_on_a_fixed_input_runner_is_a_clear_error(tmp_path, device, what):
     script = ROOT / "models" / "llm" / "smollm2_135m" / "converted" / "verify_llm.py"
-    proc = run_script(script, "--device", "pixel8", "--results-dir", str(tmp_path))
-    assert_usage_error(proc, tmp_path, "pixel8 is a phone", "fixed inputs")
+    proc = run_script(script, "--device", device, "--results-dir", str(tmp_path))
+    assert_usage_error(proc, tmp_path, f"{device} is {what}", "fixed inputs")
 
 
 def test_empty_file(tmp_path):

@@ -24,6 +24,7 @@ sys.path.insert(0, str(RECIPE))
 
 import hifigan
 
+from native_compare import compare_native_with_python, random_inputs  # tests/native_compare.py
 import script_runner  # tests/script_runner.py: the one way the tests run a recipe script
 
 FRAMES, CONTEXT = 16, 4
@@ -76,6 +77,7 @@ def test_recipe_export_dump_verify_on_gpu(gpu, tmp_path):
     run_script("export_vocoder.py", "--frames", str(FRAMES), "--model", str(model))
     info = read_model_info(model)
     assert not info.has_op("TRANSPOSE_CONV") and info.has_op("CONV_2D")  # polyphase by default
+    compare_native_with_python(model, random_inputs(model))   # the phone's runner built here = the Python path
 
     run_script("dump_vocoder_ref.py", "--frames", str(FRAMES), "--context", str(CONTEXT), "--max-chunks", "1",
                "--ref", str(ref))

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from native_compare import compare_native_with_python, random_inputs  # tests/native_compare.py
 import script_runner  # tests/script_runner.py: the one way the tests run a recipe script
 
 RECIPE = Path(__file__).resolve().parents[2] / "models" / "text" / "all_minilm_l6_v2" / "converted"
@@ -41,6 +42,11 @@ def test_each_step_exits_zero(recipe):
         assert name in recipe["steps"], f"{name} did not run (an earlier step failed)"
         proc, _ = recipe["steps"][name]
         assert proc.returncode == 0, f"{name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+
+
+def test_graph_native_matches_python(recipe):
+    """The phone's runner (LiteRT C API) built for this machine gives the Python path's outputs and residency."""
+    compare_native_with_python(recipe["model"], random_inputs(recipe["model"]))
 
 
 def test_graph_signature(recipe):

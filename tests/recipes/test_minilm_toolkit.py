@@ -93,7 +93,7 @@ def test_l2_normalize_matches_f_normalize_and_has_no_identical_input_node(tmp_pa
 
 @pytest.mark.gpu
 def test_phone_path_takes_samples_too(gpu, tmp_path, monkeypatch):
-    """run_on_device(<phone>, {sig: [samples]}) -- one job per sample over the adb TEST DOUBLE
+    """run_on_device(<phone>, {sig: [samples]}) -- all samples in one job (one compile) over the adb TEST DOUBLE
     (tests/toolkit/phone/fakes/adb)."""
     import os
     import sys

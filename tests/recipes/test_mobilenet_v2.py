@@ -17,6 +17,7 @@ sys.path.insert(0, str(RECIPE))
 torch = pytest.importorskip("torch")
 import mobilenet_v2 as mnv2
 
+from native_compare import compare_native_with_python, random_inputs  # tests/native_compare.py
 import script_runner  # tests/script_runner.py: the one way the tests run a recipe script
 
 PHOTOS = ["chelsea", "coffee", "astronaut"]
@@ -58,6 +59,7 @@ def test_recipe_export_dump_verify_on_gpu(gpu, tmp_path):
     tflite, ref = tmp_path / "classifier.tflite", tmp_path / "classifier_ref.npz"
     committed = (RECIPE / "results.json").read_text() if (RECIPE / "results.json").exists() else None
     run_script("export_classifier.py", "--model", str(tflite))
+    compare_native_with_python(tflite, random_inputs(tflite))   # the phone's runner built here = the Python path
     run_script("dump_classifier_ref.py", "--ref", str(ref), "--photos", *PHOTOS)
     env = dict(os.environ, LITERT_RESULTS_DIR=str(tmp_path))
     proc = run_script("verify_classifier.py", "--model", str(tflite), "--ref", str(ref), env=env)

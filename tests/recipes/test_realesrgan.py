@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from native_compare import compare_native_with_python, random_inputs  # tests/native_compare.py
 import script_runner  # tests/script_runner.py: the one way the tests run a recipe script
 
 RECIPE = Path(__file__).resolve().parents[2] / "models" / "vision" / "realesrgan_animevideov3" / "converted"
@@ -24,6 +25,8 @@ def test_recipe_end_to_end(gpu, tmp_path, scale):
     env = {**os.environ, "LITERT_RESULTS_DIR": str(tmp_path)}
     tile = ["--scale", str(scale), "--tile", "64"]
     exported = _run(["export_sr.py", *tile], env)
+    graph = RECIPE / "artifacts" / f"realesrgan_x{scale}_t64.tflite"
+    compare_native_with_python(graph, random_inputs(graph))   # the phone's runner built here = the Python path
     if scale == 3:
         assert "patch_interpolate" in exported or "rewrites" in exported
     _run(["dump_sr_ref.py", *tile, "--crop", "96", "--photos", "astronaut"], env)

@@ -49,6 +49,8 @@ def test_open_session_maps_devices_and_refuses_phones(add_model):
     assert recipe.open_session(add_model, "cpu").accelerator == "cpu"
     with pytest.raises(recipe.DeviceError, match="pixel8 is a phone"):
         recipe.open_session(add_model, "pixel8")
+    with pytest.raises(recipe.DeviceError, match="host-native is the native runner.*fixed inputs"):
+        recipe.open_session(add_model, "host-native")
     with pytest.raises(recipe.DeviceError, match="unknown device"):
         recipe.open_session(add_model, "toaster")
     with pytest.raises(ValueError, match="accelerator"):

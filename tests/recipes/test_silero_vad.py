@@ -22,8 +22,10 @@ RECIPE = Path(__file__).resolve().parents[2] / "models" / "audio" / "silero_vad"
 sys.path.insert(0, str(RECIPE))
 
 import vad_net
+from vad_signal import steps_of
 
 import script_runner  # tests/script_runner.py: the one way the tests run a recipe script
+from native_compare import compare_native_with_python  # tests/native_compare.py
 
 
 def run_script(name: str, *args, timeout: float = 600):
@@ -93,6 +95,34 @@ def test_verify_streams_on_gpu_fp16(pipeline, gpu):
     assert record["metrics"]["max_abs_prob_error"] > 0, "bit-identical to fp32: did it really run on the GPU?"
     assert record["metrics"]["max_boundary_shift_chunks"] <= 1
     assert record["judged_run"] == "streaming, own state"
+
+
+def test_verify_on_host_native(pipeline, gpu):
+    """The phone's runner (LiteRT C API) built for this machine runs the recipe's verify end to end through the
+    phone's job folder: every chunk in one job, teacher-forced (the runner takes fixed inputs)."""
+    record = verify(pipeline, "host-native")
+    assert record["passed"], record["log"]
+    assert record["residency"].startswith("GPU residency: ") and "(strict GPU)" in record["residency"]
+    assert "native runner (LiteRT C API)" in record["device_label"] and "fp16" in record["device_label"]
+    assert record["judged_run"] == "teacher-forced (runner job: fixed inputs)"
+    assert 0 < record["metrics"]["max_abs_prob_error"] <= 0.01   # fp16 on the GPU, not an fp32 copy
+
+
+def test_recipe_graph_native_matches_python(pipeline, gpu):
+    """The recipe's graph through the native runner and through the Python path, on real speech chunks: CPU
+    outputs bit-identical, GPU (fp16 and fp32) within fp16 tolerance, the same residency line."""
+    from litert_gpu_toolkit.rewrites.output_aliasing import feed_one
+
+    ref = np.load(pipeline["ref"])
+    steps = steps_of(ref["audio"])
+    chunks = range(20, len(steps), max(1, len(steps) // 6))   # speech and silence
+    samples = [feed_one({"audio": steps[k:k + 1], "h": ref["h_in"][k:k + 1], "c": ref["c_in"][k:k + 1]})
+               for k in chunks]
+    key = read_model_info(pipeline["model"]).signatures[0].key
+    report = compare_native_with_python(pipeline["model"], {key: samples})
+    assert report["gpu"]["residency"] == report["gpu-fp32"]["residency"]
+    assert "(strict GPU)" in report["gpu"]["residency"]
+    print("native vs python, max |diff|:", {k: v["max_abs_diff"] for k, v in report.items()})
 
 
 def test_segments_threshold_bridging_and_minimum_length():

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from native_compare import compare_native_with_python, random_inputs  # tests/native_compare.py
 import script_runner  # tests/script_runner.py: the one way the tests run a recipe script
 
 RECIPE = Path(__file__).resolve().parents[2] / "models" / "llm" / "smollm2_135m" / "converted"
@@ -48,6 +49,13 @@ def test_each_step_exits_zero(recipe):
         assert name in recipe["steps"], f"{name} did not run (an earlier step failed)"
         proc, _ = recipe["steps"][name]
         assert proc.returncode == 0, f"{name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+
+
+def test_prefill_native_matches_python(recipe):
+    """The phone's runner (LiteRT C API) built for this machine gives the Python path's outputs and residency on the
+    prefill graph (the decode loop feeds outputs back in, which a runner job cannot)."""
+    compare_native_with_python(recipe["prefill"], random_inputs(recipe["prefill"]),
+                               settings=(("cpu", False), ("gpu", False)))
 
 
 def test_rewrites_match_hf_in_torch(recipe):

@@ -70,7 +70,8 @@ def test_planted_overflow_block_is_found(gpu):
     assert first.fp16.all_zero or first.fp16.nonfinite or first.fp16.corr < 0.99
     assert first.fp32.corr > 0.999  # fp32 attribution: the same graph is fine without fp16
     assert all(b.fp16.corr > 0.999 for b in report.boundaries[:2])
-    assert "patch_rmsnorm" in report.explanation
+    assert report.module == "blocks.2.norm" and "MEAN" in report.ops, report.summary()
+    assert "patch_rmsnorm" in report.rewrites
 
 
 def test_deep_chaotic_stack_is_diagnosed_as_compounding(gpu):

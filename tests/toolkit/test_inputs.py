@@ -147,9 +147,9 @@ def test_inputs_are_seeded_and_user_settings_apply():
     got, specs, warnings = make_inputs(info, shapes={"x": (1, 5, 8)}, int_ranges={"serving_default/mask": (3, 4)})
     assert got["serving_default"]["x"].shape == (1, 5, 8) and not warnings
     assert (got["serving_default"]["mask"] == 3).all()
-    mine = np.arange(3, dtype=np.int64).reshape(1, 3)
+    mine = np.arange(3, dtype=np.int32).reshape(1, 3)
     got, specs, _ = make_inputs(info, {"ids": mine})
-    assert got["serving_default"]["ids"].dtype == np.int32  # int64 from the caller, cast to the model's int32
+    assert got["serving_default"]["ids"] is mine or np.array_equal(got["serving_default"]["ids"], mine)
     assert [s.source for s in specs if s.name == "ids"] == ["caller array"]
 
 
@@ -157,6 +157,9 @@ def test_inputs_are_seeded_and_user_settings_apply():
     ({"given": {"nope": np.zeros(3)}}, "no input named 'nope'"),
     ({"given": {"ids": np.zeros((1, 4), np.int32)}}, "does not fit the model's [1, 3]"),
     ({"given": {"ids": np.zeros((1, 3), np.float32)}}, "wants int32"),
+    ({"given": {"ids": np.zeros((1, 3), np.int64)}}, "arrays are never cast"),    # int64 ids: refused, not cast
+    ({"given": {"x": np.zeros((1, 4, 8), np.float64)}}, "the model wants float32, the array is float64"),
+    ({"given": {"x": np.full((1, 4, 8), np.nan, np.float32)}}, "32 of 32 values are NaN"),
     ({"shapes": {"x": (1, 5, 9)}}, "does not fit the model's [1, -1, 8]"),
     ({"shapes": {"zzz": (1,)}}, "not an input of the model"),
     ({"int_ranges": {"ids": (5, 5)}}, "empty integer range"),

@@ -20,7 +20,7 @@ _EXPORTS = {
     "read_model_info": "model_info", "ModelInfo": "model_info", "InvalidModelError": "model_info",
     "compare": "metrics", "Comparison": "metrics",
     "lint_for_mobile": "lint", "LintFinding": "lint",
-    "BisectReport": "bisect",
+    "BisectReport": "bisect", "plan_precision": "precision_plan", "PrecisionPlan": "precision_plan",
     "apply_patches": "convert", "convert_for_gpu": "convert", "ConvertResult": "convert",
     "export_tflite": "export", "gpu_vs_torch": "export",
     "SYMPTOMS": "symptoms",

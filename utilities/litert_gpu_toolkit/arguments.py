@@ -9,6 +9,9 @@ import math
 import os
 import sys
 from pathlib import Path
+from typing import Sequence
+
+from .files import same_file
 
 def _number(text: str) -> float:
     try:
@@ -36,11 +39,18 @@ def non_negative(text: str) -> float:
     return value
 
 
+# the shortest timeout a runtime child is given: starting it (Python, numpy, LiteRT) alone takes 2-3 s on an idle
+# 2-core machine, so a shorter limit would only ever report a valid model as hung
+MIN_TIMEOUT_S = 10.0
+
+
 def seconds(text: str) -> float:
-    """argparse type: a finite number of seconds > 0."""
+    """argparse type: a timeout, a finite number of seconds >= MIN_TIMEOUT_S."""
     value = _number(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    if value < MIN_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds > 0, at least {MIN_TIMEOUT_S:g} (starting a runtime child alone takes "
+            f"seconds), got {text!r}")
     return value
 
 
@@ -55,10 +65,17 @@ def seed(text: str) -> int:
     return value
 
 
-def output_path_problem(path: str | os.PathLike) -> str | None:
-    """Why `path` cannot be written (checked before any work is done), or None when it can."""
+def output_path_problem(path: str | os.PathLike, inputs: Sequence[str | os.PathLike | None] = ()) -> str | None:
+    """Why `path` cannot be written (checked before any work is done), or None when it can.
+
+    `inputs` are the files the same command reads: an output that is one of them -- spelled with ./ or ..,
+    through a symbolic or a hard link -- would destroy it, and is refused."""
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")
+    for given in inputs:
+        if given and same_file(p, given):
+            return (f"{p} is {given}, an input of this command: writing the report there would destroy it "
+                    "(choose another name)")
     if p.is_dir():
         return f"{p} is a directory"
     if not parent.is_dir():
@@ -71,22 +88,32 @@ def output_path_problem(path: str | os.PathLike) -> str | None:
     return None
 
 
-def refuse_output_path(option: str, path: str | os.PathLike | None) -> bool:
+def refuse_output_path(option: str, path: str | os.PathLike | None,
+                       inputs: Sequence[str | os.PathLike | None] = ()) -> bool:
     """Print why `path` (given as `option`) cannot be written and return True; False when it can or is unset.
-    Commands call it before any work, then exit 2 on True."""
-    problem = output_path_problem(path) if path and path != "-" else None
+    `inputs`: the files the command reads (see `output_path_problem`). Commands call it before any work,
+    then exit 2 on True."""
+    problem = output_path_problem(path, inputs) if path and path != "-" else None
     if problem:
         print(f"error: {option} {path}: {problem}", file=sys.stderr)
     return problem is not None
 
 
 def write_output(path: str | os.PathLike, text: str) -> str | None:
-    """Write `text` to `path`; the error message (no traceback) when that fails, else None."""
+    """Write `text` to `path` atomically (`atomic_file`: a failed write leaves the old file whole, a symbolic
+    link there is replaced, never followed); the error message (no traceback) when that fails, else None."""
+    from .atomic_file import write_text_atomic
+
     try:
-        Path(path).write_text(text)
+        write_text_atomic(path, text)
     except OSError as exc:
         return f"cannot write {path}: {exc.strerror or exc}"
     return None
+
+
+# the help text of every --json option: what the guard and the writer promise
+JSON_OUTPUT_HELP = ("never one of this command's input files (refused, exit 2); written atomically, and a symbolic "
+                    "link at OUT is replaced, not followed")
 
 
 class _Verbose(argparse.Action):

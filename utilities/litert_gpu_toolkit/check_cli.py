@@ -15,17 +15,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .arguments import correlation, non_negative, refuse_output_path, seconds, seed, write_output
+from .arguments import JSON_OUTPUT_HELP, correlation, non_negative, refuse_output_path, seconds, seed, write_output
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The `check` command's flags."""
     p.add_argument("model", metavar="MODEL", help="the .tflite file to check")
-    p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT ('-' = stdout, no text)")
-    p.add_argument("--inputs", metavar="NPZ", help="input arrays (.npz keyed by input name or SIGNATURE/NAME); "
-                                                   "default: seeded random, integer ids kept in their table's range")
+    p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT ('-' = stdout, no text); "
+                                                 + JSON_OUTPUT_HELP)
+    p.add_argument("--inputs", metavar="NPZ", help="input arrays (.npz keyed by input name or SIGNATURE/NAME), each "
+                                                   "of the signature's dtype (never cast) and without NaN; default: "
+                                                   "seeded random, integer ids kept in their table's range")
     p.add_argument("--reference", metavar="NPZ", help="the source model's outputs (.npz keyed by output name or "
-                                                      "SIGNATURE/NAME): CPU and GPU are compared to them too")
+                                                      "SIGNATURE/NAME; no NaN): CPU and GPU are compared to them too")
     p.add_argument("--min-corr", type=correlation, default=None, metavar="C",
                    help="minimum Pearson correlation, in (0, 1] (default 0.999 unless --rtol/--atol given)")
     p.add_argument("--rtol", type=non_negative, default=None, help="relative tolerance (>= 0) for an elementwise "
@@ -38,7 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--int-range", action="append", metavar="NAME=LOW:HIGH",
                    help="value range [LOW, HIGH) of an integer input (repeatable; default: from the graph)")
     p.add_argument("--fp16-only", action="store_true", help="skip the fp32 (enforce_f32) GPU run")
-    p.add_argument("--timeout", type=seconds, default=600.0, help="seconds per compile+run child (default 600)")
+    p.add_argument("--timeout", type=seconds, default=600.0,
+                   help="seconds per compile+run child, at least 10 (default 600)")
     p.add_argument("--full", action="store_true", help="print every detail even when the model passes")
 
 
@@ -48,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from .inputs import InputError, parse_int_range_args, parse_shape_args
     from .report import print_report
 
-    if refuse_output_path("--json", args.json):
+    if refuse_output_path("--json", args.json, inputs=(args.model, args.inputs, args.reference)):
         return 2
     explicit_tol = args.rtol is not None or args.atol is not None
     min_corr = args.min_corr if args.min_corr is not None else (None if explicit_tol else 0.999)

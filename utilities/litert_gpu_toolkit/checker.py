@@ -34,6 +34,7 @@ from dataclasses import asdict
 
 import numpy as np
 
+from .arguments import MIN_TIMEOUT_S
 from .inputs import InputError
 from .checker_steps import (
     _Context,
@@ -71,7 +72,9 @@ def check_gpu_compatibility(
     min_corr / rtol / atol: the tolerance (see `Tolerance`); precisions: GPU precisions to run
     timeout:   seconds allowed per compile+run child process
     Raises `InputError` (a ValueError) only when the caller's arrays / shapes / ranges / settings do not fit
-    the model or make no sense (min_corr outside (0, 1], a negative tolerance, timeout <= 0, seed < 0).
+    the model or make no sense (min_corr outside (0, 1], a negative tolerance, timeout < MIN_TIMEOUT_S
+    (10 s), seed < 0), or when an input array has another dtype than the signature's or a NaN, or a
+    reference output has a NaN or no finite value.
     """
     validate_settings(min_corr=min_corr, rtol=rtol, atol=atol, timeout=timeout, seed=seed)
     precisions = tuple(p for p in PRECISIONS if p in precisions) or ("fp16",)
@@ -98,7 +101,9 @@ def validate_settings(*, min_corr=None, rtol=None, atol=None, timeout=None, seed
     for name, value in (("rtol", rtol), ("atol", atol)):
         if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
             raise InputError(f"{name} must be a finite number >= 0, got {value!r}")
-    if timeout is not None and not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
-        raise InputError(f"timeout must be a finite number of seconds > 0, got {timeout!r}")
+    if timeout is not None and not (isinstance(timeout, (int, float)) and math.isfinite(timeout)
+                                    and timeout >= MIN_TIMEOUT_S):
+        raise InputError(f"timeout must be a finite number of seconds, at least {MIN_TIMEOUT_S:g} (starting a "
+                         f"runtime child alone takes seconds), got {timeout!r}")
     if seed is not None and not (isinstance(seed, (int, np.integer)) and seed >= 0):
         raise InputError(f"seed must be an integer >= 0, got {seed!r}")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .lint import lint_for_mobile, phone_risk_line
-from .inputs import InputError, make_inputs, model_signatures, split_by_signature
+from .inputs import InputError, check_reference, make_inputs, model_signatures, split_by_signature
 from .model_info import InvalidModelError, ModelInfo, read_model_info
 from .residency import residency
 from .runtime import (STATUS_CRASH, STATUS_KILLED, STATUS_NO_GPU, STATUS_OPS_REJECTED, STATUS_TIMEOUT, RunResult,
@@ -162,6 +162,7 @@ def _step_inputs(ctx: _Context, info: ModelInfo, inputs, reference, seed, shapes
     refs = split_by_signature(reference, {s.key: list(s.outputs) for s in sigs}, "output")
     for s in sigs:
         for name, arr in refs.get(s.key, {}).items():
+            check_reference(s.key, name, arr)
             t = s.outputs[name]
             if t.is_dynamic:
                 continue
@@ -190,7 +191,9 @@ def _step_cpu_reference(ctx: _Context, prepared: PreparedInputs) -> RunResult:
         raise _Verdict(COMPILE_FAIL, f"the CPU reference run did not finish: {cpu.error}; rerun with more memory")
     if not cpu.ok:
         report.log_tail = interesting_tail(cpu.log)
-        what = {STATUS_CRASH: "the CPU runtime crashed", STATUS_TIMEOUT: "the CPU runtime hung"}.get(
+        what = {STATUS_CRASH: "the CPU runtime crashed",
+                STATUS_TIMEOUT: f"the CPU runtime did not finish within {ctx.timeout:g} s (it hangs on this "
+                                "model, or the timeout is too short for this machine)"}.get(
             cpu.status, "LiteRT could not compile or run the model on the CPU"
         )
         report.problems.append(f"{what} ({cpu.status}): {error_brief(cpu)}")

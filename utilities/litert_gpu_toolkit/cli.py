@@ -14,7 +14,8 @@ import sys
 
 EXIT_STATUS = """\
 Exit status (every command):
-  2    bad arguments, an unreadable / unwritable file, or (check, lint, phone run) not a readable model
+  2    bad arguments or input arrays, an unreadable / unwritable file, a FIFO or device where a file belongs,
+       an output path that is one of the command's inputs, or (check, lint, phone run) not a readable model
   130  interrupted (Ctrl-C); the runtime child processes are killed first
   check:     0 PASS; 1 FALLBACK, COMPILE_FAIL or NUMERICS_FAIL; 2 INVALID_MODEL or unusable inputs; 3 NO_GPU
   lint:      0 no phone-only risks found; 1 findings

@@ -16,42 +16,33 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
-
 from .convert_result import STAGES, ConvertResult, describe, np_tree, quality  # noqa: F401 - re-exported
 from .error_lines import NotSpecialisable, error_text, telling_line, with_log
+from .inputs import as_declared
+from .model_state import restore_training, training_flags
 from .quiet import converter_output, quiet_import_litert_torch, stage
 from .rewrites.apply import apply_patches, split_example_inputs  # public API, re-exported
 from .rewrites.registry import (PATCHES, Change, check_names, functional_selection, known_rewrites,  # noqa: F401
                                 load_rewrites)
 from .rewrites.parametrized_weights import fold_parametrizations  # noqa: F401 - registers the fold
 from .rewrites.registry import selected as _selected
+from .repair import DEFAULT_BUDGET_S, diagnose_and_repair
 
 # ------------------------------------------------------------------------------------- convert
-
-def _signature_inputs(args: tuple, kwargs: dict) -> dict[str, np.ndarray]:
-    """The example inputs by the names the converted file gives them (a list input: args_0_0, args_0_1, ...)."""
-    from .outputs import input_names
-
-    leaves = input_names(args, kwargs)
-    if leaves is not None:
-        return {name: np_tree(t)[0] for name, t in leaves}
-    named = {}
-    for i, a in enumerate(args):
-        arrays = np_tree(a)
-        if len(arrays) == 1:
-            named[f"args_{i}"] = arrays[0]
-    for k, v in kwargs.items():
-        arrays = np_tree(v)
-        if len(arrays) == 1:
-            named[k] = arrays[0]
-    return named
-
 
 def _check(path: Path, inputs: dict, reference: dict, check_kwargs: dict):
     from .checker import check_gpu_compatibility
 
-    return check_gpu_compatibility(path, inputs=inputs, reference=reference, **check_kwargs)
+    return check_gpu_compatibility(path, inputs=as_declared(path, inputs), reference=reference, **check_kwargs)
+
+
+class _StageError(Exception):
+    """An error in the caller's model at a known stage (the text already worded); never the user's exception
+    object itself, which may not even take an attribute (a frozen dataclass exception)."""
+
+    def __init__(self, stage: str, text: str):
+        super().__init__(text)
+        self.stage, self.text = stage, text
 
 
 def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, patches: bool = True,
@@ -60,7 +51,7 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
                     only: Sequence[str] | None = None, exclude: Sequence[str] | None = None,
                     approximate: bool = False, check_kwargs: dict | None = None, inplace: bool = False,
                     fallback: bool = True, max_tries: int = 6, verbose: bool | None = None,
-                    **convert_kwargs) -> ConvertResult:
+                    diagnose_budget_s: float | None = DEFAULT_BUDGET_S, **convert_kwargs) -> ConvertResult:
     """Rewrite a copy of `model`, convert it with litert-torch to `output_path`, check it on the GPU.
 
     example_inputs: a tensor, a tuple of positional inputs, a dict of keyword inputs, or (args, kwargs);
@@ -71,8 +62,13 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
         functional rewrites apply during tracing only. include: opt-in rewrites added to the defaults;
         only: nothing but these; exclude: never these; approximate: allow labelled approximations.
         An unknown name raises ValueError (the only error this function raises for bad arguments).
-    inplace: False (default) rewrites a deep copy: `model` is never changed. True applies the module
-        patches to `model` itself (saves the copy) and disables `fallback`.
+    inplace: False (default) rewrites a deep copy: `model` is never changed (the torch reference runs in
+        eval mode; the train/eval flag of every submodule is restored exactly before returning). True applies
+        the module patches to `model` itself (saves the copy) and disables `fallback`.
+    output_path: every conversion is written in a private folder beside it and the chosen file is renamed
+        onto it (a symbolic link there is replaced, never followed); its converter log is
+        `<output>.convert.log`. A dict output is named by its keys, or flattened to output_0, ... in insertion
+        order when a key is not a string (`outputs.FlatOutputs`).
     check: run `checker.check_gpu_compatibility` with the example inputs and the torch outputs as the
         reference.
     fallback: never return a result worse than plain conversion. When the rewritten file does not PASS,
@@ -80,11 +76,14 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
         then corr vs torch), the rewrites are dropped one at a time (at most `max_tries` conversions)
         and the best file is kept. A rewrite that raises is dropped too. `result.dropped` and
         `result.summary()` say which rewrites were kept and why the others were not.
+    diagnose_budget_s: a NUMERICS_FAIL file is bisected within this many seconds (`repair.diagnose_and_repair`;
+        `result.diagnosis`) and the rewrites matching the measured class tried, kept only if better. 0: off.
     verbose: show the converter's own output live (default: LITERT_GPU_VERBOSE); otherwise it goes to
         `<output>.convert.log` and the toolkit prints one line per stage.
     convert_kwargs: passed to litert_torch (e.g. dynamic_shapes, quant_config).
-    Never raises but for an unknown rewrite name (ValueError): a conversion failure, a failing rewrite, a
-    model that cannot be copied or run, a checker error all return a result with `error` set (`error_line`
+    Never raises but for an unknown rewrite name (ValueError) and Ctrl-C: a conversion failure, a failing
+    rewrite, a model that cannot be copied or run (its forward raising anything, sys.exit included: stage
+    "run"), a checker error all return a result with `error` set (`error_line`
     is its telling line, `stage` where it happened) and `ok` False; `ok` is True only when the check ran and
     passed. weight_norm / spectral_norm / parametrize weights are folded into plain parameters on the copy
     (`fold_parametrizations`, exact). When torch.export fails on a data-dependent Python branch (`if
@@ -96,12 +95,17 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
     check_names(include, "include")
     check_names(only, "only")
     check_names(exclude, "exclude")
+    flags = training_flags(model)           # the reference runs in eval mode; the caller's state comes back
     try:
         return _convert(model, example_inputs, Path(output_path), patches, check, kwargs, signature_name, signatures,
                         include, only, exclude, approximate, check_kwargs, inplace, fallback, max_tries, verbose,
-                        convert_kwargs)
-    except Exception as e:                                   # noqa: BLE001 - never raises (see the docstring)
-        return ConvertResult(None, [], error=error_text(e), stage=getattr(e, "_litert_stage", "convert"))
+                        diagnose_budget_s, convert_kwargs)
+    except _StageError as e:
+        return ConvertResult(None, [], error=e.text, stage=e.stage)
+    except (Exception, SystemExit) as e:                     # noqa: BLE001 - never raises (see the docstring)
+        return ConvertResult(None, [], error=error_text(e), stage="convert")
+    finally:
+        restore_training(flags)
 
 
 def applicable(names: list[str], module_types: set[str]) -> list[str]:
@@ -121,6 +125,7 @@ def _reference(model, entries: dict, single: bool, kwargs, verbose) -> tuple[dic
     per signature; an error is marked as the "run" stage."""
     import torch
 
+    from .convert_result import signature_arrays
     from .outputs import output_names
 
     quiet_import_litert_torch(verbose)                 # (its naming of the outputs is used)
@@ -131,22 +136,25 @@ def _reference(model, entries: dict, single: bool, kwargs, verbose) -> tuple[dic
         model.eval()
         with torch.no_grad():
             for name, (args, kw) in parsed.items():
-                inputs[name] = _signature_inputs(args, kw)
+                inputs[name] = signature_arrays(args, kw)
                 out = model(*args, **kw)
                 arrays = np_tree(out)
                 names, flat = output_names(out, len(arrays))
                 flatten = flatten or flat
                 reference[name] = dict(zip(names, arrays))
-    except Exception as e:
-        e._litert_stage = "run"
-        raise
+    except (Exception, SystemExit) as e:                     # noqa: BLE001 - the model's own error is a result
+        raise _StageError("run", error_text(e)) from None
     if flatten:                                        # every signature then returns output_0, ...
         reference = {n: {f"output_{i}": a for i, a in enumerate(ref.values())} for n, ref in reference.items()}
     return parsed, inputs, reference, flatten
 
 
 def _convert(model, example_inputs, path, patches, check, kwargs, signature_name, signatures, include, only,
-             exclude, approximate, check_kwargs, inplace, fallback, max_tries, verbose, convert_kwargs):
+             exclude, approximate, check_kwargs, inplace, fallback, max_tries, verbose, diagnose_budget_s,
+             convert_kwargs):
+    import shutil
+    import tempfile
+
     path.parent.mkdir(parents=True, exist_ok=True)
     entries = signatures or {signature_name: (example_inputs, kwargs)}
     # the reference is the source model, taken before any rewrite touches it
@@ -154,22 +162,44 @@ def _convert(model, example_inputs, path, patches, check, kwargs, signature_name
     job = _Job(model, parsed, inputs, reference, signature_name, signatures is None, check,
                dict(check_kwargs or {}), convert_kwargs, include, only, approximate, verbose)
     job.flatten = flatten
+    job.diagnose_budget_s = diagnose_budget_s
+    # Every conversion is written into a private folder (mkdtemp: mode 0700, an unpredictable name, made with
+    # O_EXCL) beside the output, and the chosen file is renamed onto `output_path`: fixed try names in a shared
+    # folder would let anyone plant a link there first, and a rename replaces a link instead of following it.
+    work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tries", dir=path.parent))
+    try:
+        tries = [work / f"try{i}{path.suffix}" for i in range(max_tries + 3)]   # the last: a repair's
+        return _attempts(job, path, tries, patches, check, exclude, inplace, fallback)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _attempts(job, path, tries, patches, check, exclude, inplace, fallback):
+    """Convert (rewritten, then plain and with rewrites dropped when that is better) into `tries`; the best
+    attempt ends up at `path`."""
     if not patches:
-        return job.finish(job.attempt(path, None, "plain", copy_model=False), path)
+        return job.finish(job.attempt(tries[0], None, "plain", copy_model=False), path)
     fallback = fallback and check and not inplace
     excluded = set(exclude or ())
     dropped: dict[str, str] = {}
-    tries = [path.parent / f".{path.stem}.try{i}{path.suffix}" for i in range(max_tries + 2)]
-    result = job.attempt(tries[0] if fallback else path, excluded, "rewritten", copy_model=not inplace,
-                         dropped=dropped)
+    result = job.attempt(tries[0], excluded, "rewritten", copy_model=not inplace, dropped=dropped)
     if result.ok or not fallback:
-        return job.finish(result, path, tries, dropped)
+        return job.finish(result, path, dropped)
+    best = _fall_back(job, result, tries, excluded, dropped)
+    if job.diagnose_budget_s and best.verdict == "NUMERICS_FAIL":
+        best = diagnose_and_repair(job, best, path, lambda: tries[-1], excluded, dropped,
+                                   float(job.diagnose_budget_s))
+    return job.finish(best, path, dropped)
+
+
+def _fall_back(job, result, tries, excluded, dropped):
+    """The best of the rewritten file, plain conversion, and the rewritten file less one rewrite at a time."""
     plain = job.attempt(tries[1], None, "plain", copy_model=True)
     best = result
     if quality(plain) > quality(result):
         n = 2
-        for name in result.kept:
-            if n >= len(tries):
+        for name in result.applied:
+            if n >= len(tries) - 1:
                 break
             cand = job.attempt(tries[n], excluded | set(dropped) | {name}, f"without {name}", copy_model=True,
                                dropped={})
@@ -180,11 +210,11 @@ def _convert(model, example_inputs, path, patches, check, kwargs, signature_name
                 if best.ok:
                     break
         if quality(plain) > quality(best):
-            for name in best.kept:
+            for name in best.applied:
                 dropped[name] = (f"plain conversion ({describe(plain)}) beats every rewritten file tried "
                                  f"(best: {describe(best)})")
             best = plain
-    return job.finish(best, path, tries, dropped)
+    return best
 
 
 class _Job:
@@ -202,6 +232,7 @@ class _Job:
         self.stage = "run"                   # what the job is doing (an unexpected error names it)
         self.specialise = False              # set once a conversion needed data-dependent branches fixed
         self.flatten = False                 # the outputs are returned as a flat tuple (outputs.FlatOutputs)
+        self.diagnose_budget_s = None        # seconds for bisect when the chosen file's numbers are wrong
 
     def attempt(self, path: Path, exclude: set | None, label: str, *, copy_model: bool,
                 dropped: dict | None = None) -> ConvertResult:
@@ -210,7 +241,7 @@ class _Job:
         self.stage = "copy"
         try:
             return self._attempt(path, exclude, label, copy_model=copy_model, dropped=dropped)
-        except Exception as e:                               # noqa: BLE001 - returned as the result's error
+        except (Exception, SystemExit) as e:                 # noqa: BLE001 - returned as the result's error
             result = ConvertResult(None, [], error=error_text(e), stage=self.stage)
             if self.stage == "copy":
                 result.error += ("\n(convert_for_gpu rewrites a deep copy of the model; inplace=True rewrites "
@@ -329,7 +360,7 @@ class _Job:
         when specialising did not help."""
         if not self.specialise:
             try:
-                with converter_output(log_path, verbose=self.verbose):
+                with converter_output(log_path, verbose=self.verbose, announce=False):
                     self._convert(litert_torch, runnable, path)
                 return runnable, False
             except Exception as e:                           # noqa: BLE001 - re-raised below unless specialised
@@ -342,7 +373,7 @@ class _Job:
         special = Specialised(runnable, record(runnable, args, kw))
         stage("retrying with the data-dependent branches fixed to the example input's outcome")
         try:
-            with converter_output(log_path, verbose=self.verbose):
+            with converter_output(log_path, verbose=self.verbose, announce=False):
                 self._convert(litert_torch, special, path)
         except Exception as e:
             if not self.specialise:
@@ -364,22 +395,23 @@ class _Job:
             edge = converter.convert(**self.convert_kwargs)
         edge.export(str(path))
 
-    def finish(self, result: ConvertResult, path: Path, tries=(), dropped: dict | None = None) -> ConvertResult:
-        """Move the chosen file to `path`, delete the other tries, record what was dropped."""
-        import shutil
-
+    def finish(self, result: ConvertResult, path: Path, dropped: dict | None = None) -> ConvertResult:
+        """Rename the chosen file (and its converter log) onto `path` -- a link there is replaced, never followed
+        -- and record what was dropped. The other tries go with the private folder they are in."""
+        final_log = path.with_name(path.name + ".convert.log")
         if result.path is not None and Path(result.path) != path:
-            shutil.move(str(result.path), str(path))
             chosen_log = Path(result.path).with_name(Path(result.path).name + ".convert.log")
+            os.replace(result.path, path)
             if chosen_log.exists():
-                shutil.move(str(chosen_log), str(path.with_name(path.name + ".convert.log")))
+                os.replace(chosen_log, final_log)
             result.path = path
             if result.report is not None and hasattr(result.report, "model"):
                 result.report.model = str(path)
-        for t in tries:
-            for leftover in (Path(t), Path(t).with_name(Path(t).name + ".convert.log")):
-                if Path(t) != path and leftover.exists():
-                    leftover.unlink()
+        if result.log_path is not None and Path(result.log_path) != final_log and Path(result.log_path).exists():
+            os.replace(result.log_path, final_log)          # a failed conversion: its log is the only record
+            result.log_path = final_log
+        if result.log_path is not None:
+            stage(f"the converter's output is in {result.log_path}")
         if dropped:
             result.dropped = {k: v for k, v in dropped.items() if k not in result.kept}
         result.attempts = list(self.log)

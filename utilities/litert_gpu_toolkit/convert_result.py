@@ -40,6 +40,8 @@ class ConvertResult:
     log_path: Path | None = None                           # the converter's output, when the conversion failed
     stage: str = "convert"
     specialised: list = field(default_factory=list)
+    diagnosis: Any = None               # bisect.BisectReport when the numbers were wrong and a diagnosis ran
+    repaired: list = field(default_factory=list)           # rewrites the diagnosis added (they are in `kept`)
 
     @property
     def ok(self) -> bool:
@@ -54,8 +56,14 @@ class ConvertResult:
         return str(self.report.verdict)
 
     @property
-    def kept(self) -> list[str]:
+    def applied(self) -> list[str]:
+        """The rewrites that changed the model in this attempt, whether or not a file came of it."""
         return list(dict.fromkeys(c.rewrite for c in self.changes))
+
+    @property
+    def kept(self) -> list[str]:
+        """The rewrites in the returned file: none when no file was written (a failed conversion keeps nothing)."""
+        return self.applied if self.path is not None and Path(self.path).exists() else []
 
     @property
     def error_line(self) -> str | None:
@@ -72,7 +80,8 @@ class ConvertResult:
         elif self.report is not None:
             lines.append(f"  check: {self.report.summary}")
         if self.changes:
-            lines.append(f"  rewrites kept: {', '.join(self.kept)}")
+            lines.append(f"  rewrites kept: {', '.join(self.kept)}" if self.kept else
+                         f"  rewrites tried (no file was written): {', '.join(self.applied)}")
         lines += [f"    {'exact' if c.exact else 'APPROX'} {c.rewrite}: {c.path or '<root>'}: {c.what}"
                   for c in self.changes]
         if self.specialised:
@@ -83,6 +92,11 @@ class ConvertResult:
             lines.append(f"  rewrite dropped: {name}: {why}")
         if len(self.attempts) > 1:
             lines.append("  conversions tried: " + "; ".join(self.attempts))
+        if self.diagnosis is not None:
+            lines.append("  diagnosis (bisect of the converted model; GPU vs torch per block):")
+            lines += [f"    {line}" for line in self.diagnosis.summary().splitlines()]
+            if self.repaired:
+                lines.append(f"  repaired by: {', '.join(self.repaired)} (kept: the file is better with them)")
         if self.suggestions:
             lines.append(f"  try: {', '.join(self.suggestions)}")
         return "\n".join(lines)
@@ -108,6 +122,22 @@ def np_tree(value) -> list[np.ndarray]:
             t = t.to(torch.float32)
         arrays.append(t.numpy())
     return arrays
+
+
+def signature_arrays(args: tuple, kwargs: dict) -> dict:
+    """The example inputs as numpy arrays by the names the converted file gives them (a list input: args_0_0,
+    args_0_1, ...); when they cannot be named so, the single-tensor positional and keyword inputs."""
+    from .outputs import input_names
+
+    leaves = input_names(args, kwargs)
+    if leaves is not None:
+        return {name: np_tree(t)[0] for name, t in leaves}
+    named = {}
+    for key, value in [(f"args_{i}", a) for i, a in enumerate(args)] + list(kwargs.items()):
+        arrays = np_tree(value)
+        if len(arrays) == 1:
+            named[key] = arrays[0]
+    return named
 
 
 def _corrs(report) -> list[float]:

@@ -144,7 +144,11 @@ def error_text(e: BaseException) -> str:
     """'Type: message', plus the user's source line from the traceback when the text does not name it."""
     if isinstance(e, NotSpecialisable):
         return str(e)
-    text = f"{type(e).__name__}: {e}"
+    try:
+        message = str(e)
+    except Exception as exc:                   # noqa: BLE001 - a user's exception whose __str__ itself raises
+        message = f"(its message cannot be shown: str() raised {type(exc).__name__})"
+    text = f"{type(e).__name__}: {message}"
     frame = user_frame(e)
     if frame and frame.splitlines()[0] not in text:
         text += "\n(in your code) " + frame

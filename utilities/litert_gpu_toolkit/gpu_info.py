@@ -27,7 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from .arguments import seconds
 
     p.add_argument("--json", action="store_true", help="print the probe result as JSON")
-    p.add_argument("--timeout", type=seconds, default=120.0, help="seconds before the probe is killed (default 120)")
+    p.add_argument("--timeout", type=seconds, default=120.0,
+                   help="seconds before the probe is killed, at least 10 (default 120)")
 
 
 def run(args: argparse.Namespace) -> int:

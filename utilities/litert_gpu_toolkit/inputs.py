@@ -15,7 +15,9 @@ Dynamic dimensions (-1 in the shape signature) become 1, or the caller's shape
 
 Caller arrays may be given as `{name: array}` (a name that several signatures share feeds all of
 them), `{"signature/name": array}`, `{signature: {name: array}}`, or a path to an `.npz` holding
-such keys. The same forms name reference outputs (`reference=`), with output names.
+such keys. The same forms name reference outputs (`reference=`), with output names. A caller array must
+have the signature's dtype exactly (never cast) and no NaN; a reference output must have no NaN and at
+least one finite value (`check_reference`). An .npz path that is a FIFO or a device is refused unread.
 
 A model without signature defs is exposed by ai-edge-litert under `PLACEHOLDER_SIGNATURE`, with its
 inputs and outputs named by tensor name; `model_signatures` describes it the same way.
@@ -29,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .files import SpecialFileError, open_regular
 from .model_info import ModelInfo, SignatureInfo, TensorInfo, numpy_dtype
 
 # the signature key ai-edge-litert 2.3.0 gives a model that has no signature defs (measured)
@@ -109,14 +112,19 @@ def integer_bound(info: ModelInfo, tensor: int, subgraph: int = 0) -> tuple[int,
 
 
 def load_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """The named arrays of an .npz file; InputError for anything else (a FIFO or device is refused unread)."""
     path = Path(path)
     try:
-        with np.load(path, allow_pickle=False) as data:
+        with open_regular(path) as fh:
+            data = np.load(fh, allow_pickle=False)
             if not hasattr(data, "files"):  # np.load read a bare .npy array
                 raise InputError(f"{path}: a single .npy array, not an .npz of named arrays (np.savez)")
-            arrays = {k: data[k] for k in data.files}
+            with data:
+                arrays = {k: data[k] for k in data.files}
     except InputError:
         raise
+    except SpecialFileError as exc:
+        raise InputError(str(exc)) from None
     except FileNotFoundError:
         raise InputError(f"{path}: no such .npz file") from None
     except IsADirectoryError:
@@ -163,6 +171,22 @@ def split_by_signature(arrays, names: dict[str, list[str]], what: str = "input")
     return out
 
 
+def check_reference(sig: str, name: str, arr) -> None:
+    """InputError unless reference output `sig/name` can judge anything: no NaN, and some finite value (an
+    all-NaN reference would otherwise read as "the conversion changed the numbers"). +-inf where the source
+    model gives it (masked logits) is kept: outputs are compared where the reference is finite."""
+    a = np.asarray(arr)
+    if not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.complexfloating)) or not a.size:
+        return
+    nan = int(np.count_nonzero(np.isnan(a)))
+    if nan:
+        raise InputError(f"reference for {sig}/{name}: {nan} of {a.size} values are NaN; a reference must be "
+                         "the source model's numbers (NaN there is a bug in the source model or in saving it)")
+    if not np.isfinite(a).any():
+        raise InputError(f"reference for {sig}/{name}: no finite value (all {a.size} are +-inf): it cannot judge "
+                         "any output")
+
+
 def _lookup(table: dict | None, sig: str, name: str):
     if not table:
         return None
@@ -183,7 +207,11 @@ def _resolve_shape(sig: str, name: str, t: TensorInfo, wanted) -> tuple[int, ...
     return wanted
 
 
-def _fit_array(sig: str, name: str, t: TensorInfo, arr: np.ndarray) -> np.ndarray:
+def fit_array(sig: str, name: str, t: TensorInfo, arr: np.ndarray) -> np.ndarray:
+    """The caller's array for input `sig/name` (tensor `t`), or InputError: the shape must fit, the dtype must be
+    the signature's (never cast: int64 ids or float64 features cast quietly would pass a check the real
+    caller fails), and there must be no NaN (it makes every comparison meaningless; +-inf is kept: additive
+    attention masks use -inf)."""
     try:
         want = numpy_dtype(t.dtype)
     except TypeError as exc:
@@ -195,20 +223,17 @@ def _fit_array(sig: str, name: str, t: TensorInfo, arr: np.ndarray) -> np.ndarra
             f"{sig}/{name}: array shape {list(arr.shape)} does not fit the model's {list(declared)}"
             + ("" if t.is_dynamic else " (this input has no dynamic dimensions)")
         )
-    if arr.dtype == want:
-        return arr
-    if np.issubdtype(want, np.floating) and (
-        np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
-    ):
-        return arr.astype(want)
-    if np.issubdtype(want, np.integer) and np.issubdtype(arr.dtype, np.integer):
-        info = np.iinfo(want)
-        if arr.size and (arr.min() < info.min or arr.max() > info.max):
-            raise InputError(f"{sig}/{name}: values do not fit the model's {t.dtype}")
-        return arr.astype(want)
-    if want == np.bool_ and (arr.dtype == np.bool_ or np.issubdtype(arr.dtype, np.integer)):
-        return arr.astype(np.bool_)
-    raise InputError(f"{sig}/{name}: the model wants {t.dtype}, the array is {arr.dtype}")
+    if arr.dtype != want:
+        raise InputError(
+            f"{sig}/{name}: the model wants {t.dtype}, the array is {arr.dtype}; arrays are never cast "
+            f"(a cast hides what the real caller will pass): save it as {t.dtype}, e.g. "
+            f"np.savez(..., {name}=a.astype(np.{want.name}))"
+        )
+    nan = int(np.count_nonzero(np.isnan(arr))) if np.issubdtype(arr.dtype, np.floating) else 0
+    if nan:
+        raise InputError(f"{sig}/{name}: {nan} of {arr.size} values are NaN; a NaN input makes the outputs "
+                         "NaN on every device, so nothing would be checked")
+    return arr
 
 
 def make_inputs(
@@ -244,7 +269,7 @@ def make_inputs(
             user = provided.get(s.key, {}).get(name)
             wanted_shape = _lookup(shapes, s.key, name)
             if user is not None:
-                arr = _fit_array(s.key, name, t, user)
+                arr = fit_array(s.key, name, t, user)
                 source = "caller array"
             else:
                 shape = _resolve_shape(s.key, name, t, wanted_shape)
@@ -318,4 +343,25 @@ def parse_int_range_args(items: list[str] | None) -> dict[str, tuple[int, int]]:
             out[name] = (int(low), int(high))
         except ValueError:
             raise InputError(f"--int-range wants NAME=LOW:HIGH, got {item!r}") from None
+    return out
+
+
+def as_declared(model: str | os.PathLike, inputs: dict) -> dict:
+    """{signature: {name: array}} cast to the dtypes the model file declares. Only for arrays the toolkit made
+    itself: `convert_for_gpu` casts torch's example inputs (int64 ids become the file's int32, as the converter
+    chose); a caller's arrays are never cast (`fit_array`)."""
+    from .model_info import InvalidModelError, read_model_info
+
+    try:
+        sigs = {s.key: s.inputs for s in model_signatures(read_model_info(model))}
+    except InvalidModelError:
+        return inputs                                        # the checker says what is wrong with the file
+    out: dict = {}
+    for sig, named in inputs.items():
+        for name, arr in named.items():
+            t = sigs.get(sig, {}).get(name)
+            try:
+                out.setdefault(sig, {})[name] = np.asarray(arr).astype(numpy_dtype(t.dtype)) if t else arr
+            except TypeError:                                # a dtype numpy has no name for: leave it
+                out.setdefault(sig, {})[name] = arr
     return out

@@ -346,7 +346,9 @@ def phone_risk_line(findings: list[LintFinding]) -> str | None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help=".tflite file")
-    p.add_argument("--json", metavar="OUT", help="also write the findings as JSON")
+    from .arguments import JSON_OUTPUT_HELP
+
+    p.add_argument("--json", metavar="OUT", help="also write the findings as JSON; " + JSON_OUTPUT_HELP)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -355,7 +357,7 @@ def run(args: argparse.Namespace) -> int:
 
     from .arguments import refuse_output_path, write_output
 
-    if refuse_output_path("--json", args.json):
+    if refuse_output_path("--json", args.json, inputs=(args.model,)):
         return 2
     try:
         findings = lint_for_mobile(args.model)

@@ -16,6 +16,7 @@ class Comparison:
     all_zero: bool          # `out` is exactly zero everywhere while `ref` is not
     bit_identical: bool     # `out` equals `ref` bit for bit
     size: int
+    snr_db: float = float("nan")   # 10 log10(sum ref^2 / sum (out - ref)^2) over finite positions; inf when equal
 
     def to_dict(self) -> dict:
         return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in asdict(self).items()}
@@ -52,4 +53,20 @@ def compare(out: np.ndarray, ref: np.ndarray) -> Comparison:
     norm = np.linalg.norm(o[finite]) * np.linalg.norm(r[finite]) if finite.any() else 0.0
     cosine = float(np.dot(o[finite], r[finite]) / norm) if norm > 0 else float("nan")
     all_zero = bool(np.all(o == 0) and np.any(r != 0))
-    return Comparison(max_abs, max_rel, corr, cosine, nonfinite, all_zero, bool(bit_identical), int(o.size))
+    return Comparison(max_abs, max_rel, corr, cosine, nonfinite, all_zero, bool(bit_identical), int(o.size),
+                      snr_db(o[finite], r[finite]) if finite.any() else float("nan"))
+
+
+def snr_db(out: np.ndarray, ref: np.ndarray) -> float:
+    """Signal-to-noise ratio of `out` against `ref` in dB: 10 log10(sum ref^2 / sum (out - ref)^2).
+
+    inf when the two are equal; -inf when the reference is all zero but `out` is not."""
+    o = np.asarray(out, dtype=np.float64).ravel()
+    r = np.asarray(ref, dtype=np.float64).ravel()
+    noise = float(np.sum((o - r) ** 2))
+    signal = float(np.sum(r ** 2))
+    if noise == 0.0:
+        return float("inf")
+    if signal == 0.0:
+        return float("-inf")
+    return float(10.0 * np.log10(signal / noise))

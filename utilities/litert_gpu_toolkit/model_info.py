@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .files import SpecialFileError, open_regular
+
 _TFLITE_IDENTIFIER = b"TFL3"
 _DTYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 5: "string", 6: "bool", 7: "int16",
            8: "complex64", 9: "int8", 10: "float64", 11: "complex128", 12: "uint64", 14: "uint32", 15: "uint16",
@@ -136,9 +138,12 @@ class ModelInfo:
 
 
 def _open_checked(path: Path):
-    """Open `path` for reading, turning every OS-level failure into an `InvalidModelError` that says why."""
+    """Open `path` for reading, turning every OS-level failure into an `InvalidModelError` that says why.
+    A FIFO, device or socket is refused before anything is read (`files.open_regular`: never a hang)."""
     try:
-        return open(path, "rb")
+        return open_regular(path)
+    except SpecialFileError as exc:
+        raise InvalidModelError(f"{exc} (a .tflite model is a file)") from None
     except FileNotFoundError:
         if path.is_symlink():
             raise InvalidModelError(f"{path}: a broken symbolic link (it points to {os.readlink(path)!r}, "
@@ -166,8 +171,6 @@ def _load_bytes(model: str | os.PathLike | bytes):
     path = Path(model)
     with _open_checked(path) as f:
         try:
-            if not os.path.isfile(f.name) and not path.is_file():
-                raise InvalidModelError(f"{path}: not a regular file")
             head = f.read(_HEADER_BYTES)
             _check_header(head, str(path), f)
             size = os.fstat(f.fileno()).st_size

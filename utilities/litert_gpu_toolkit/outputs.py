@@ -8,8 +8,10 @@ litert-torch names a converted output from the pytree structure of what forward 
 tensor, a tuple or a nested tuple, the keys for a dict (`y`, `z`), prefixed keys for nested dicts. The GPU check
 compares outputs by name, so the torch reference must carry the same names: `output_names` computes them with
 litert-torch's own naming function. A return value that is not a pytree of tensors (a plain dataclass, a
-custom class) cannot be exported; `FlatOutputs` returns its tensors as a flat tuple instead (names
-`output_0, ...`, in the order `convert_result.np_tree` lists them). Exact: the same tensors, regrouped.
+custom class, a value that is not a tensor), or a dict with a key that is not a string (`{0: y, 1: z}`), cannot
+be exported as it is; `FlatOutputs` returns its tensors as a flat tuple instead (names `output_0, ...`, in the
+order `flat_tensors` lists them: a dict's values in its insertion order, depth first). Exact: the same
+tensors, regrouped.
 """
 from __future__ import annotations
 
@@ -23,10 +25,20 @@ def _all_tensor_leaves(value) -> bool:
     return bool(leaves) and all(isinstance(leaf, torch.Tensor) for leaf in leaves)
 
 
+def _str_keys_only(value) -> bool:
+    """Are all dict keys in the (nested) output strings? litert-torch names outputs by the keys and refuses
+    others (an int or tuple key fails the conversion in set_signature)."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) for k in value) and all(_str_keys_only(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(_str_keys_only(v) for v in value)
+    return True
+
+
 def output_names(value, count: int) -> tuple[list[str], bool]:
     """(names of the converted outputs, whether the model needs `FlatOutputs`) for one torch output."""
     default = [f"output_{i}" for i in range(count)]
-    if not _all_tensor_leaves(value):
+    if not _all_tensor_leaves(value) or not _str_keys_only(value):
         return default, True
     from torch.utils import _pytree as pytree
 

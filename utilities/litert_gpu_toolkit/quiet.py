@@ -28,12 +28,14 @@ def stage(message: str) -> None:
 
 
 @contextlib.contextmanager
-def converter_output(log_path: str | os.PathLike | None = None, *, verbose: bool | None = None):
+def converter_output(log_path: str | os.PathLike | None = None, *, verbose: bool | None = None,
+                     announce: bool = True):
     """Capture everything printed inside the block into `log_path` (default: a new file in the temp folder).
 
     Yields the log's Path (None when verbose). A named log is kept: it is small, and it is the only record
     of what the converter said. A temp-folder log is removed when the block succeeds and kept when it
-    raises. On an exception the path is printed, then the exception propagates."""
+    raises. On an exception the path is printed (unless `announce` is False: the caller moves the log and
+    names its final place), then the exception propagates."""
     if verbose if verbose is not None else verbose_from_env():
         yield None
         return
@@ -59,7 +61,8 @@ def converter_output(log_path: str | os.PathLike | None = None, *, verbose: bool
             yield log_path
         except BaseException:
             _restore(saved)
-            stage(f"the converter's output is in {log_path}")
+            if announce:
+                stage(f"the converter's output is in {log_path}")
             raise
         finally:
             _restore(saved)

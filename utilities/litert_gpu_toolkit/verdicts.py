@@ -5,10 +5,10 @@ import json
 import math
 import os
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import numpy as np
 
+from .atomic_file import write_text_atomic
 
 
 PASS, FALLBACK, COMPILE_FAIL, NUMERICS_FAIL, NO_GPU, INVALID_MODEL = (
@@ -80,8 +80,8 @@ class Report:
 
     def to_json(self, path: str | os.PathLike | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=2)
-        if path is not None:
-            Path(path).write_text(text + "\n")
+        if path is not None:               # atomically: a failed write never leaves half a report
+            write_text_atomic(path, text + "\n")
         return text
 
 

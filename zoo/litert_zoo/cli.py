@@ -20,8 +20,7 @@ phone.
 The guard: a selected row that PASSed in the baseline (default: results.json as it was before this run) and does
 not PASS now is a regression, named on stderr.
 
-Exit status: 0 every selected row PASSes; 1 a row does not PASS (none regressed); 3 a row that PASSed in the
-baseline no longer does; 2 bad arguments or no results to work from.
+Exit statuses: see EXIT_STATUS below (printed by --help).
 """
 from __future__ import annotations
 
@@ -41,6 +40,17 @@ from .table import _fmt_corr, _why, write_readme
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1]          # zoo/: results.json and README.md live there
 
+# the same contract as the toolkit's commands (litert_gpu_toolkit.cli.EXIT_STATUS): 0 all good, 1 a finding,
+# 2 bad arguments, 130 interrupted; 3 is the zoo's own
+EXIT_STATUS = """\
+Exit status:
+  0    every selected row PASSes (--list, --table-only: done)
+  1    a row does not PASS (none regressed)
+  2    bad arguments (an unknown row or library, no row selected, --timeout or --jobs out of range, --out not
+       a writable folder) or no results to work from
+  3    a row that PASSed in the baseline no longer does (a regression)
+  130  interrupted (Ctrl-C); each row's child process goes with it"""
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT,
@@ -57,7 +67,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(default: --out's results.json before this run)")
     p.add_argument("--list", action="store_true", help="list the rows and exit")
     p.add_argument("--table-only", action="store_true", help="regenerate README.md from results.json and exit")
-    p.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per row (default %(default)s)")
+    p.add_argument("--timeout", type=_seconds, default=TIMEOUT_S, help="seconds per row, > 0 (default %(default)s)")
+
+
+def _seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0 (0 would time every row out and report it as failing)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds, got {text!r}")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return value
 
 
 def _split(text: str) -> list[str]:
@@ -82,7 +107,24 @@ def _select(args) -> list[str]:
         names = [n for n in only if n in names or not (args.fast or args.library)]
     if args.jobs < 1:
         raise SystemExit(_usage("--jobs must be at least 1"))
+    if not names:                          # "0/0 PASS" would read as success
+        raise SystemExit(_usage("no rows selected: --fast / --library / --only as given leave none (see --list)"))
     return names
+
+
+def _out_problem(out: Path) -> str | None:
+    """Why --out cannot hold results.json and README.md (checked before any row runs), or None."""
+    import os
+
+    if out.exists() and not out.is_dir():
+        return f"--out {out}: not a folder"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"--out {out}: cannot create it ({exc.strerror or exc})"
+    if not os.access(out, os.W_OK | os.X_OK):
+        return f"--out {out}: the folder is not writable"
+    return None
 
 
 def _usage(message: str) -> int:
@@ -120,12 +162,18 @@ def run(args: argparse.Namespace) -> int:
         return _usage(f"no results in {args.baseline}")
     env = json.loads(results.read_text()).get("environment", {}) if results.exists() else {}
     if args.table_only:
+        problem = _out_problem(args.out)
+        if problem:
+            return _usage(problem)
         if not rows:
             return _usage(f"no results in {results}; run the zoo first")
         write_readme(args.out, rows, env, args.held_out)
         print(f"wrote {args.out / 'README.md'}")
         return 0
     names = _select(args)
+    problem = _out_problem(args.out)
+    if problem:
+        return _usage(problem)
     todo = [n for n in names if args.rerun or n not in rows or rows[n].error]
     env = environment()
     lock = threading.Lock()
@@ -163,7 +211,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="zoo/run.py", description=__doc__,
+    parser = argparse.ArgumentParser(prog="zoo/run.py", description=__doc__, epilog=EXIT_STATUS,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
-    return run(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -3,9 +3,12 @@
     run = run_on_phone("model.tflite", {"serving_default": {"x": x}}, "pixel8")
 
 Steps: push the job (model + raw inputs + manifest, see `protocol.py`) to the phone, run the
-on-device runner (`runner/`, built with the NDK against LiteRT's prebuilt C++ SDK; strict GPU,
-no CPU fallback), pull the outputs, parse the runtime's log for residency, return a `RunResult`
-exactly like the host runtime does -- so verify scripts compare phone and host the same way.
+on-device runner (`runner/litert_gpu_runner.cc`, LiteRT's C API, cross-compiled with the NDK by
+scripts/build_phone_runner.sh; strict GPU, no CPU fallback), pull the outputs, parse the runtime's
+log for residency, return a `RunResult` exactly like the host runtime does -- so verify scripts
+compare phone and host the same way. `run_job` is the part the phone shares with
+`--device host-native` (native.py), where the same binary runs on this machine and push / pull
+are local copies.
 
 Every adb call is an argument list; nothing is passed through a host shell. Remote paths are
 made by this module (no spaces, no user text).
@@ -17,16 +20,14 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
-from ..runtime import STATUS_COMPILE_ERROR, STATUS_OK, STATUS_OPS_REJECTED, STATUS_RUN_ERROR, STATUS_TIMEOUT, \
-    RunResult, parse_gpu_log
+from ..runtime import STATUS_OK, STATUS_RUN_ERROR, STATUS_TIMEOUT, RunResult, parse_gpu_log
 from ..errors import DeviceError
-from .protocol import read_outputs, write_job
+from .protocol import write_job
 
 REGISTRY_PATH = Path(__file__).with_name("devices.json")
 REMOTE_ROOT = "/data/local/tmp/litert_gpu"
@@ -36,6 +37,10 @@ RUNNER_NAME = "litert_gpu_runner"
 
 class PhoneError(DeviceError, RuntimeError):
     """The phone cannot be used (adb missing, no phone, no runner): a kind of recipe.DeviceError (exit 2)."""
+
+
+class AdbTimeout(PhoneError):
+    """An adb call did not finish in time."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,7 @@ class Adb:
         try:
             proc = subprocess.run(self._cmd(*args), capture_output=True, text=True, timeout=timeout or self.timeout)
         except subprocess.TimeoutExpired as exc:
-            raise PhoneError(f"adb {' '.join(args[:2])} timed out after {exc.timeout:.0f} s") from exc
+            raise AdbTimeout(f"adb {' '.join(args[:2])} timed out after {exc.timeout:.0f} s") from exc
         if check and proc.returncode != 0:
             raise PhoneError(f"adb {' '.join(args)} failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()}")
         return proc
@@ -125,9 +130,10 @@ def residency_from_log(log: str) -> tuple[int, int, int] | None:
     return parse_gpu_log(log).delegated
 
 
-def run_on_phone(model_path, inputs: dict[str, dict[str, np.ndarray]], device: str, *, enforce_f32: bool = False,
+def run_on_phone(model_path, inputs: dict, device: str, *, enforce_f32: bool = False,
                  repeats: int = 1, adb: Adb | None = None, timeout: float = 1800.0) -> RunResult:
-    """Run each signature's inputs on the phone's GPU (strict). Returns a RunResult like the host runtime."""
+    """Run `inputs` ({signature: {name: array} or a list of such samples}) on the phone's GPU (strict), one
+    compile for all of them. Returns a RunResult like the host runtime."""
     phones = load_registry()
     if device not in phones:
         raise PhoneError(f"unknown phone {device!r}; known: {', '.join(phones)}")
@@ -141,46 +147,67 @@ def run_on_phone(model_path, inputs: dict[str, dict[str, np.ndarray]], device: s
     if probe.returncode != 0:
         raise PhoneError(f"the runner is not on the phone ({RUNNER_DIR}/{RUNNER_NAME}); build and push it: "
                          "python -m litert_gpu_toolkit phone push-runner BUILD_DIR --device " + device)
-    result = RunResult(status=STATUS_OK, accelerator="gpu", enforce_f32=enforce_f32)
-    logs = []
-    with tempfile.TemporaryDirectory(prefix="litert-phone-") as tmp:
-        for key, named in inputs.items():
-            job_id = f"job_{uuid.uuid4().hex[:12]}"
-            local = write_job(Path(tmp) / job_id, Path(model_path), key, named, enforce_f32=enforce_f32,
-                              repeats=repeats)
-            remote = f"{REMOTE_ROOT}/{job_id}"
-            adb.shell("mkdir", "-p", remote)
-            for f in sorted(local.iterdir()):
-                adb.push(f, f"{remote}/{f.name}")
-            try:
-                proc = adb.shell("env", f"LD_LIBRARY_PATH={RUNNER_DIR}", f"{RUNNER_DIR}/{RUNNER_NAME}",
-                                 "--manifest", f"{remote}/manifest.json", "--out", f"{remote}/out",
-                                 check=False, timeout=timeout)
-            except PhoneError as exc:
-                result.status, result.error = STATUS_TIMEOUT, str(exc)
-                break
-            logs.append(proc.stdout + proc.stderr)
-            out_local = Path(tmp) / f"{job_id}_out"
-            adb.pull(f"{remote}/out", out_local)
-            adb.shell("rm", "-rf", remote, check=False)
-            # `adb pull DIR LOCAL` creates LOCAL (new) or LOCAL/out (existing): accept both
-            out_dir = out_local / "out" if (out_local / "out" / "result.json").exists() else out_local
-            status, arrays = read_outputs(out_dir)
-            if status["status"] != "ok":
-                result.error = status.get("error")
-                if status["status"] == "compile_failed":
-                    gpu = parse_gpu_log("\n".join(logs))
-                    result.status = STATUS_OPS_REJECTED if gpu.rejected or gpu.gpu_ops is not None \
-                        else STATUS_COMPILE_ERROR
-                else:
-                    result.status = STATUS_RUN_ERROR
-                break
-            result.outputs[key] = arrays
-            result.compile_s = (status.get("compile_ms") or 0.0) / 1e3
-            run_ms = sorted(status.get("run_ms") or [0.0])
-            result.run_s[key] = run_ms[len(run_ms) // 2] / 1e3
-    result.log = "\n".join(logs)
-    result.gpu = parse_gpu_log(result.log)
+    result = run_job(AdbTransport(adb), model_path, inputs, accelerator="gpu", enforce_f32=enforce_f32,
+                     repeats=repeats, timeout=timeout)
     result.gpu.adapter = result.gpu.adapter or f"{phone.gpu} ({phone.description})"
     result.gpu.backend = result.gpu.backend or "OpenCL/OpenGL (phone)"
+    return result
+
+
+class AdbTransport:
+    """A job's trip to a phone: push the job folder, run the runner there, pull its out/ folder back."""
+
+    def __init__(self, adb: Adb):
+        self.adb = adb
+
+    def run(self, job: Path, out_local: Path, timeout: float) -> tuple[int | None, str, bool]:
+        remote = f"{REMOTE_ROOT}/{job.name}"   # made by run_job: "job_" + hex digits, no user text
+        self.adb.shell("mkdir", "-p", remote)
+        try:
+            for f in sorted(job.iterdir()):     # file names made by write_job from indices
+                self.adb.push(f, f"{remote}/{f.name}")
+            try:
+                proc = self.adb.shell("env", f"LD_LIBRARY_PATH={RUNNER_DIR}", f"{RUNNER_DIR}/{RUNNER_NAME}",
+                                      "--manifest", f"{remote}/manifest.json", "--out", f"{remote}/out",
+                                      check=False, timeout=timeout)
+            except AdbTimeout as exc:
+                return None, str(exc), True
+            log = proc.stdout + proc.stderr
+            pulled = out_local.with_name(out_local.name + "_pulled")
+            pull = self.adb.call("pull", f"{remote}/out", str(pulled), check=False)
+            # `adb pull DIR LOCAL` creates LOCAL (new) or LOCAL/out (existing): accept both
+            src = pulled / "out" if (pulled / "out" / "result.json").exists() else pulled
+            if pull.returncode == 0 and src.is_dir():
+                src.rename(out_local)
+            return proc.returncode, log, False
+        finally:
+            self.adb.shell("rm", "-rf", remote, check=False)
+
+
+def run_job(transport, model_path, inputs: dict, *, accelerator: str = "gpu", enforce_f32: bool = False,
+            repeats: int = 1, timeout: float = 1800.0) -> RunResult:
+    """Write one job for all of `inputs` (every signature, every sample), let `transport` run it on its device,
+    read the pulled outputs back into a RunResult. The phone and `--device host-native` share this."""
+    from .jobs import entries_of, fill_result, matched_to_model
+
+    entries, sampled = entries_of(inputs)
+    entries = matched_to_model(model_path, entries)
+    result = RunResult(status=STATUS_OK, accelerator=accelerator, enforce_f32=enforce_f32)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="litert-job-") as tmp:
+        try:
+            job = write_job(Path(tmp) / f"job_{uuid.uuid4().hex[:12]}", Path(model_path), entries,
+                            accelerator=accelerator, enforce_f32=enforce_f32, repeats=repeats)
+        except ValueError as exc:   # e.g. a dtype the protocol does not carry: a failed run, not a crash
+            result.status, result.error = STATUS_RUN_ERROR, f"the runner protocol cannot carry this job: {exc}"
+            return result
+        out_local = Path(tmp) / "out"
+        returncode, log, timed_out = transport.run(job, out_local, timeout)
+        if timed_out:
+            result.status, result.log = STATUS_TIMEOUT, log
+            result.error = f"the runner did not finish within {timeout:.0f} s (killed)"
+            result.gpu = parse_gpu_log(log)
+        else:
+            fill_result(result, out_local, returncode, log, sampled)
+    result.wall_s = time.perf_counter() - start
     return result

@@ -1,11 +1,12 @@
-"""The runner protocol implemented with this machine's LiteRT Python runtime.
+"""The runner protocol implemented with this machine's LiteRT Python runtime: the Python twin of the native runner.
 
 `python -m litert_gpu_toolkit.phone.host_runner --manifest JOB/manifest.json --out JOB/out`
 
-It behaves like the on-phone C++ runner (`runner/litert_gpu_runner.cc`): strict GPU-only compile,
-`repeats` timed runs, outputs as raw files, runtime log on stderr. The test double for adb
-(`tests/toolkit/phone/fakes/adb`) runs it in place of the phone binary, so the whole --device path is exercised
-on a machine without a phone. It is not a phone result and is never labelled as one.
+It behaves like the native runner (`runner/litert_gpu_runner.cc`): one compile (GPU only, no CPU fallback; or the
+CPU), every entry run `repeats` times, outputs as raw files, runtime log on stderr, the same exit status (0 ok,
+1 the model failed to compile or run, 2 bad request). The test double for adb (`tests/toolkit/phone/fakes/adb`)
+runs it in place of the phone binary unless told to run the native one. It is not a phone result and is never
+labelled as one.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .protocol import read_manifest, write_outputs
+from .protocol import ProtocolError, read_manifest, write_outputs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,9 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     job = args.manifest.parent
     try:
-        manifest, inputs = read_manifest(job)
-    except (OSError, ValueError, KeyError) as exc:
-        write_outputs(args.out, "bad_request", error=str(exc))
+        manifest, entries = read_manifest(job)
+    except ProtocolError as exc:
+        print(f"host_runner: bad_request: {exc}", file=sys.stderr)
+        write_outputs(args.out, "bad_request", error=str(exc), stage="manifest")
         return 2
 
     from ai_edge_litert.compiled_model import CompiledModel
@@ -36,38 +38,57 @@ def main(argv: list[str] | None = None) -> int:
     from ai_edge_litert.hardware_accelerator import HardwareAccelerator
     from ai_edge_litert.options import Options
 
-    options = Options(hardware_accelerators=HardwareAccelerator.GPU,
-                      gpu_options=GpuOptions(enforce_f32=bool(manifest.get("enforce_f32"))))
+    gpu = manifest["accelerator"] == "gpu"
+    enforce_f32 = bool(manifest.get("enforce_f32"))
+    common = {"accelerator": manifest["accelerator"], "enforce_f32": enforce_f32}
+    options = Options(hardware_accelerators=HardwareAccelerator.GPU if gpu else HardwareAccelerator.CPU,
+                      gpu_options=GpuOptions(enforce_f32=enforce_f32) if gpu else None)
     t0 = time.perf_counter()
     try:
         model = CompiledModel.from_file(str(job / "model.tflite"), options=options)
     except Exception as exc:  # noqa: BLE001 - reported, not raised
         print(f"compile failed: {exc}", file=sys.stderr)
-        write_outputs(args.out, "compile_failed", error=str(exc))
+        write_outputs(args.out, "compile_failed", error=str(exc), stage="compile", **common)
         return 1
     compile_ms = (time.perf_counter() - t0) * 1e3
-    key = manifest["signature"]
     try:
-        index = model.get_signature_index(key)
-        in_details = model.get_input_tensor_details(key)
-        out_details = model.get_output_tensor_details(key)
-        in_bufs, out_bufs = model.create_input_buffers(index), model.create_output_buffers(index)
-        for pos, name in enumerate(in_details):
-            in_bufs[pos].write(np.ascontiguousarray(inputs[name], dtype=np.dtype(in_details[name]["dtype"])))
-        run_ms, outputs = [], {}
-        for _ in range(int(manifest.get("repeats", 1))):
-            t0 = time.perf_counter()
-            model.run_by_index(index, in_bufs, out_bufs)
-            for pos, name in enumerate(out_details):
-                d = out_details[name]
-                n = int(np.prod(d["shape"])) if d["shape"] else 1
-                outputs[name] = out_bufs[pos].read(n, np.dtype(d["dtype"])).reshape(d["shape"])
-            run_ms.append((time.perf_counter() - t0) * 1e3)
-    except Exception as exc:  # noqa: BLE001 - reported, not raised
-        print(f"run failed: {exc}", file=sys.stderr)
-        write_outputs(args.out, "run_failed", error=str(exc), compile_ms=compile_ms)
-        return 1
-    write_outputs(args.out, "ok", outputs=outputs, compile_ms=compile_ms, run_ms=run_ms)
+        fully = bool(model.is_fully_accelerated())
+    except Exception:  # noqa: BLE001 - a fact we may not get; reported as unknown
+        fully = None
+    done = []
+    for e, (key, inputs) in enumerate(entries):
+        stage = f"run:{key}"
+        try:
+            index = model.get_signature_index(key)
+            in_details = model.get_input_tensor_details(key)
+            out_details = model.get_output_tensor_details(key)
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            write_outputs(args.out, "bad_request", error=f"entry {e}: no signature {key!r} ({exc})", stage=stage,
+                          compile_ms=compile_ms, **common)
+            return 2
+        if set(inputs) != set(in_details):
+            write_outputs(args.out, "bad_request", stage=stage, compile_ms=compile_ms, **common,
+                          error=f"entry {e}: inputs {sorted(inputs)}; the signature takes {sorted(in_details)}")
+            return 2
+        try:
+            in_bufs, out_bufs = model.create_input_buffers(index), model.create_output_buffers(index)
+            for pos, name in enumerate(in_details):
+                in_bufs[pos].write(np.ascontiguousarray(inputs[name], dtype=np.dtype(in_details[name]["dtype"])))
+            run_ms, outputs = [], {}
+            for _ in range(int(manifest.get("repeats", 1))):
+                t0 = time.perf_counter()
+                model.run_by_index(index, in_bufs, out_bufs)
+                for pos, name in enumerate(out_details):
+                    d = out_details[name]
+                    n = int(np.prod(d["shape"])) if d["shape"] else 1
+                    outputs[name] = out_bufs[pos].read(n, np.dtype(d["dtype"])).reshape(d["shape"])
+                run_ms.append((time.perf_counter() - t0) * 1e3)
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            print(f"run failed: {exc}", file=sys.stderr)
+            write_outputs(args.out, "run_failed", error=str(exc), stage=stage, compile_ms=compile_ms, **common)
+            return 1
+        done.append((key, outputs, run_ms))
+    write_outputs(args.out, "ok", entries=done, compile_ms=compile_ms, fully_accelerated=fully, **common)
     return 0
 
 

@@ -34,9 +34,9 @@ from ..errors import (EXIT_FAILED, EXIT_NO_GPU, EXIT_PASSED, EXIT_USAGE, Artifac
                       RecipeError, ResultsFileError)
 from ..residency import Residency, residency, residency_line, runtime_version
 from .artifacts import load_model, load_reference, require_file
-from .devices import (HOST_DEVICES, LATENCY_METRIC, STRICT_GATE, add_device_argument, device_label, is_phone,
-                      known_devices, latency_ms, open_session, print_failure, refuse_no_gpu, resolve_device,
-                      run_on_device, strict_gates)
+from .devices import (HOST_DEVICES, LATENCY_METRIC, NATIVE_DEVICES, STRICT_GATE, add_device_argument, device_label,
+                      fixed_inputs_only, is_native, is_phone, known_devices, latency_ms, open_session, print_failure,
+                      refuse_no_gpu, resolve_device, run_on_device, strict_gates, uses_cpu)
 from .provenance import read_provenance, sidecar_path, write_provenance
 from .results import env_flag, git_commit, git_dirty, read_results, write_results
 from .scripts import (EXIT_EPILOG, add_model_argument, add_ref_argument, add_results_dir_argument,

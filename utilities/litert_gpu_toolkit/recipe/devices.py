@@ -1,4 +1,5 @@
-"""Where a verify script runs a model: host GPU (fp16 / fp32), CPU, or a phone; the strict-residency gate."""
+"""Where a verify script runs a model: host GPU (fp16 / fp32), CPU, the native runner on this machine, or a phone;
+the strict-residency gate."""
 from __future__ import annotations
 
 import argparse
@@ -16,7 +17,14 @@ HOST_DEVICES = {
     "host-gpu": "this machine's GPU accelerator (strict GPU-only compile, fp16)",
     "host-gpu-fp32": "this machine's GPU accelerator with enforce_f32 (strict GPU-only compile)",
     "cpu": "LiteRT CPU (XNNPACK), fp32",
+    "host-native": "the phone's native runner (LiteRT C API) built for this machine, on its GPU accelerator "
+                   "(strict GPU-only, fp16), through the phone's job folder",
+    "host-native-fp32": "the native runner on this machine's GPU accelerator with enforce_f32",
+    "host-native-cpu": "the native runner on LiteRT's CPU path",
 }
+
+# device -> (accelerator, enforce_f32) of the native runner (phone/native.py)
+NATIVE_DEVICES = {"host-native": ("gpu", False), "host-native-fp32": ("gpu", True), "host-native-cpu": ("cpu", False)}
 
 
 STRICT_GATE = "strict GPU residency N/N"
@@ -60,22 +68,45 @@ def is_phone(device: str) -> bool:
     return device not in HOST_DEVICES
 
 
+def is_native(device: str) -> bool:
+    """The native runner on this machine (--device host-native*)."""
+    return device in NATIVE_DEVICES
+
+
+def fixed_inputs_only(device: str) -> bool:
+    """True where a model runs as a job with fixed inputs (a phone, the native runner): a loop that feeds outputs
+    back in cannot run there."""
+    return is_phone(device) or is_native(device)
+
+
+def uses_cpu(device: str) -> bool:
+    """The device runs LiteRT's CPU path (no GPU, no residency gate)."""
+    return device == "cpu" or NATIVE_DEVICES.get(device, ("gpu",))[0] == "cpu"
+
+
 def run_on_device(model_path, inputs: dict, device: str = "host-gpu", *, timeout: float = 1800.0,
                   repeats: int = 1) -> RunResult:
     """Run `inputs` ({signature: {name: array}}) through the model on `device`. Never falls back silently.
 
     host-gpu / host-gpu-fp32: this machine's GPU accelerator, strict GPU-only compile.
-    cpu: LiteRT's CPU path. A phone name: adb + the on-device runner (strict GPU), see `phone`.
-    Raises DeviceError for an unknown / unreachable device and NoGpuError when a host GPU device is asked
-    for and no GPU is usable (a verify script then exits 3 and records nothing).
+    cpu: LiteRT's CPU path. host-native*: the phone's runner built for this machine (phone/native.py), on its
+    GPU (strict) or CPU, through the phone's job folder. A phone name: adb + the on-device runner (strict GPU),
+    see `phone`. Raises DeviceError for an unknown / unreachable device and NoGpuError when a GPU device on
+    this machine is asked for and no GPU is usable (a verify script then exits 3 and records nothing).
     """
     device = resolve_device(device)
     if is_phone(device):
         from ..phone import run_on_phone
 
-        def one(named: dict) -> RunResult:
-            return run_on_phone(model_path, named, device, repeats=repeats, timeout=timeout)
-        return _sample_by_sample(one, inputs) if _has_samples(inputs) else one(inputs)
+        return run_on_phone(model_path, inputs, device, repeats=repeats, timeout=timeout)
+    if is_native(device):
+        from ..phone.native import run_native
+
+        accelerator, enforce_f32 = NATIVE_DEVICES[device]
+        run = run_native(model_path, inputs, accelerator=accelerator, enforce_f32=enforce_f32, repeats=repeats,
+                         timeout=timeout)
+        refuse_no_gpu(run, device)
+        return run
     if device == "cpu":
         return compile_and_run(model_path, inputs, accelerator="cpu", timeout=timeout, repeats=repeats)
     run = compile_and_run(model_path, inputs, accelerator="gpu", enforce_f32=(device == "host-gpu-fp32"),
@@ -101,55 +132,32 @@ def open_session(model_path, device: str):
     from ..runtime import Session
 
     device = resolve_device(device)
-    if is_phone(device):
-        raise DeviceError(f"{device} is a phone: its runner takes fixed inputs per job, so a loop that feeds "
-                          "outputs back in runs on host devices only (host-gpu, host-gpu-fp32, cpu)")
+    if fixed_inputs_only(device):
+        what = "the native runner" if is_native(device) else "a phone"
+        raise DeviceError(f"{device} is {what}: its runner takes fixed inputs per job, so a loop that feeds "
+                          "outputs back in runs in-process only (host-gpu, host-gpu-fp32, cpu)")
     return Session(model_path, accelerator="cpu" if device == "cpu" else "gpu",
                    enforce_f32=device == "host-gpu-fp32")
-
-
-def _has_samples(inputs: dict) -> bool:
-    return any(isinstance(v, (list, tuple)) for v in inputs.values())
-
-
-def _sample_by_sample(run_one, inputs: dict) -> RunResult:
-    """A list of samples (see runtime.compile_and_run) on a runner that takes one input set per job:
-    one job per sample, outputs stacked on a new leading axis, run_s the median. Stops at a failure."""
-    import numpy as np
-
-    result, logs, times, rows = None, [], {}, {}
-    for sig, given in inputs.items():
-        for named in (given if isinstance(given, (list, tuple)) else [given]):
-            result = run_one({sig: named})
-            logs.append(result.log)
-            if not result.ok:
-                result.log = "\n".join(logs)
-                return result
-            times.setdefault(sig, []).append(result.run_s.get(sig, 0.0))
-            for name, arr in result.outputs[sig].items():
-                rows.setdefault(sig, {}).setdefault(name, []).append(arr)
-    result.outputs = {sig: {n: (np.stack(v) if isinstance(inputs[sig], (list, tuple)) else v[-1])
-                            for n, v in named.items()} for sig, named in rows.items()}
-    result.run_s = {sig: float(np.median(t)) for sig, t in times.items()}
-    result.log = "\n".join(logs)
-    return result
 
 
 def device_label(device: str, run: RunResult) -> str:
     """A label that says where the numbers came from, e.g. 'llvmpipe (software Vulkan), ai-edge-litert 2.3.0'."""
     version = runtime_version()
-    if device == "cpu":
-        return f"CPU ({platform.machine()}, XNNPACK), ai-edge-litert {version}"
+    # the native runner links the wheel's libLiteRt.so: the same runtime version, named as a different program
+    via = ", native runner (LiteRT C API)" if is_native(device) else ""
+    if uses_cpu(device):
+        return f"CPU ({platform.machine()}, XNNPACK){via}, ai-edge-litert {version}"
     if is_phone(device):
         return f"{run.gpu.adapter} (phone, via adb), LiteRT runner"
-    return gpu_label(run.gpu.adapter, run.gpu.is_software, run.gpu.backend, "fp32" if run.enforce_f32 else "fp16",
-                     version)
+    label = gpu_label(run.gpu.adapter, run.gpu.is_software, run.gpu.backend, "fp32" if run.enforce_f32 else "fp16",
+                      version)
+    return label.replace(f", ai-edge-litert {version}", f"{via}, ai-edge-litert {version}", 1)
 
 
 def strict_gates(device: str, *residencies: Residency) -> dict[str, bool]:
     """The one strict-residency gate: {STRICT_GATE: every graph compiled GPU-only and ran} on GPU devices,
     {} on the CPU. Pass one `Residency` per graph the recipe runs."""
-    if device == "cpu":
+    if uses_cpu(device):
         return {}
     return {STRICT_GATE: bool(residencies) and all(r.strict for r in residencies)}
 

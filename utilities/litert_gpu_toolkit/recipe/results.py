@@ -125,8 +125,12 @@ def _locked(path: Path):
 
     lock_path = path.with_name(path.name + ".lock")
     try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        # O_NOFOLLOW: a link planted at the lock's name must not make us create or open a file elsewhere
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ResultsFileError(f"the lock file {lock_path} is a symbolic link (to {os.readlink(lock_path)!r}); "
+                                   "it is never followed: remove it") from None
         raise ResultsFileError(f"cannot open the lock file {lock_path}: {exc.strerror}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

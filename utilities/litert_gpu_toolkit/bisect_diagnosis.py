@@ -1,0 +1,153 @@
+"""What a diverging boundary means: its class from the CPU / fp16 / fp32 measurements and the block's torch ranges
+(`_diagnose`), what the block holds (`_block_facts`), and the rewrites that answer it (`matching_rewrites`)."""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from .bisect_report import FP16_MAX, BoundaryResult, _db, _f, diverges
+from .ops import REDUCTION_OPS
+
+
+def _block_reductions(model, boundary: str, ops: set[str]) -> list[str]:
+    names = []
+    if boundary:
+        for name, module in model.get_submodule(boundary).named_modules():
+            cls = type(module).__name__
+            if "norm" in cls.lower():
+                names.append(f"{boundary}.{name}".rstrip(".") + f" ({cls})")
+    names += sorted(f"op {o}" for o in ops & set(REDUCTION_OPS))
+    return names
+
+
+# ------------------------------------------------------------------------------------------- diagnosis
+
+def _diagnose(rows: list[BoundaryResult], min_corr: float,
+              facts=None) -> tuple[str | None, str, str]:
+    """(first diverging boundary, class, explanation) over the rows in model order. facts(block path) -> the
+    block's `_block_facts` (its peak values tell an fp16 overflow from a precision loss); None: not known."""
+    failed = next((r for r in rows if r.status.startswith("export_failed")), None)
+    if failed is not None:
+        return (failed.label, "export_failed",
+                f"the model does not convert with a tap at {failed.label} ({failed.status.partition(': ')[2]}); "
+                "bisect needs a model that converts plain: fix the conversion first")
+    bad_run = next((r for r in rows if r.status != "ok"), None)
+    if bad_run is not None:
+        return (bad_run.label, "not_on_gpu",
+                f"{bad_run.label}: the graph up to here does not run GPU-only ({bad_run.status})")
+    first_bad = next((r for r in rows if diverges(r.fp16, min_corr)), None)
+    if first_bad is None:
+        return None, "clean", f"every boundary has correlation >= {min_corr} in fp16"
+    name, f16 = first_bad.label, first_bad.fp16
+    cpu_wrong = first_bad.cpu is not None and diverges(first_bad.cpu, min_corr)
+    f32_wrong = first_bad.fp32 is not None and diverges(first_bad.fp32, min_corr)
+    if cpu_wrong:
+        return (name, "conversion_error",
+                f"LiteRT's CPU runtime is wrong at {name} too (corr {_f(first_bad.cpu.corr)}): the converted graph "
+                "itself differs from torch -- a conversion error, not a GPU or fp16 problem")
+    if f32_wrong:
+        return (name, "miscompute",
+                f"the GPU is wrong at {name} in fp32 as well (corr fp16 {_f(f16.corr)}, fp32 "
+                f"{_f(first_bad.fp32.corr)}) while LiteRT's CPU runtime is right: the GPU computes an op of this "
+                "block wrongly -- not precision")
+    if f16.nonfinite or f16.all_zero:
+        what = "non-finite values" if f16.nonfinite else "an all-zero output"
+        red = ", ".join(first_bad.reductions) or "no norm module found; look for mean/sum/variance"
+        return (name, "overflow",
+                f"{what} first at {name} in fp16{'' if first_bad.fp32 is None else ' (fp32 is fine)'}: an fp16 "
+                f"overflow inside this block. Reductions in it: {red}")
+    errs = [max(1.0 - r.fp16.corr, 1e-9) if math.isfinite(r.fp16.corr) else 1.0 for r in rows]
+    corrs = [r.fp16.corr for r in rows]
+    k = rows.index(first_bad)
+    jump = errs[k] / errs[k - 1] if k > 0 else float("inf")
+    growing = sum(b >= a for a, b in zip(errs, errs[1:]))
+    if k >= 2 and jump < 20 and growing >= 0.8 * (len(errs) - 1) and errs[k - 1] > errs[0]:
+        return (name, "compounding",
+                f"correlation falls steadily with depth ({_f(corrs[0])} -> {_f(corrs[-1])}, about "
+                f"x{(errs[-1] / errs[0]) ** (1 / max(len(errs) - 1, 1)):.1f} error per block) in fp16 only: "
+                "precision compounding across blocks")
+    known = facts(first_bad.name) if facts is not None else None
+    if known is not None and jump >= 20 and not known["overflow_possible"]:
+        return (name, "degraded",
+                f"correlation drops at {name} in fp16 only (corr {_f(f16.corr)}, SNR {_db(f16)} dB; fp32 "
+                f"{_f(first_bad.fp32.corr) if first_bad.fp32 else '-'}) although no value in it comes near fp16's "
+                f"range (peak |x| {known['peak']:.3g}, largest sum of squares {known['peak_square_sum']:.3g}): "
+                f"precision, not overflow -- fp16 rounding of large partial results"
+                + (f", e.g. its longest dot product ({known['longest_dot']} products per output) accumulated in fp16"
+                   if known["longest_dot"] else ""))
+    if jump >= 20 and first_bad.fp32 is not None:
+        red = ", ".join(first_bad.reductions) or "none found by name; look for mean/sum/variance"
+        return (name, "overflow",
+                f"correlation drops at {name} in fp16 only (corr {_f(f16.corr)}, fp32 {_f(first_bad.fp32.corr)}): "
+                f"a localized fp16 loss, typically a reduction saturating for some rows. Reductions in it: {red}")
+    return (name, "degraded",
+            f"first boundary below corr {min_corr}: {name} (corr {_f(f16.corr)}, SNR {_db(f16)} dB) in fp16 only; "
+            "precision is lost inside this block")
+
+
+def _block_facts(model, block: str, example_inputs: Sequence | None = None, forward=None) -> dict:
+    """What a block holds that the repair rules look at: module class names, the longest dot product, whether
+    it has a grouped conv, and -- with example inputs, from one torch run -- the peak |value| entering or leaving
+    any of its modules and the largest sum of squares over a norm's last axis (what an fp16 reduction must hold)."""
+    import torch
+    import torch.nn as nn
+
+    from .outputs import flat_tensors
+
+    module = model.get_submodule(block) if block else model
+    classes = {c.__name__ for m in module.modules() for c in type(m).__mro__}
+    longest, grouped = 0, False
+    for m in module.modules():
+        if isinstance(m, nn.modules.conv._ConvNd):
+            taps = int(np.prod(m.kernel_size))
+            longest = max(longest, m.in_channels // m.groups * taps)
+            grouped = grouped or (m.groups > 1 and not m.transposed)
+        elif isinstance(m, nn.Linear):
+            longest = max(longest, m.in_features)
+    facts = {"classes": classes, "longest_dot": longest, "grouped_conv": grouped, "peak": float("nan"),
+             "peak_square_sum": float("nan"), "overflow_possible": True}
+    if example_inputs is None:
+        return facts
+    peak, squares = 0.0, 0.0
+
+    def hook(mod, inputs, out) -> None:
+        nonlocal peak, squares
+        for t in flat_tensors(inputs) + flat_tensors(out):
+            if t.is_floating_point() and t.numel():
+                peak = max(peak, float(t.detach().abs().max()))
+        if "norm" in type(mod).__name__.lower():
+            for t in flat_tensors(inputs)[:1]:
+                if t.is_floating_point() and t.dim():
+                    squares = max(squares, float(t.detach().double().pow(2).sum(-1).max()))
+
+    handles = [m.register_forward_hook(hook) for m in module.modules()]
+    try:
+        with torch.no_grad():
+            (forward or model)(*example_inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    facts.update(peak=peak, peak_square_sum=squares,
+                 overflow_possible=peak >= FP16_MAX / 16 or squares >= FP16_MAX / 4)
+    return facts
+
+
+def matching_rewrites(kind: str, facts: dict, ops: Sequence[str] = ()) -> list[str]:
+    """The toolkit rewrites that answer a measured class in a block with these facts (see `_block_facts`)."""
+    from .rewrites.fp16_degraded import LONG_DOT_PRODUCT
+
+    classes, out = facts["classes"], []
+    if kind == "overflow":
+        if any("Norm" in c and "Normal" not in c for c in classes) or {"MEAN", "RSQRT"} & set(ops):
+            out += ["patch_safe_layernorm", "patch_rmsnorm"]
+        if "GroupNorm" in classes:
+            out.append("patch_group_norm")
+        if classes & {"InstanceNorm1d", "InstanceNorm2d"}:
+            out.append("patch_instance_norm")
+    if kind in ("compounding", "degraded", "overflow") and facts["longest_dot"] >= LONG_DOT_PRODUCT:
+        out.append("patch_split_k")
+    if kind == "miscompute" and facts["grouped_conv"]:
+        out.append("patch_grouped_conv")
+    return list(dict.fromkeys(out))
