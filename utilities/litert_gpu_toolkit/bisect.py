@@ -85,7 +85,8 @@ def _bisect(model, example_inputs, boundaries, min_corr, workdir, fp32, cpu, pro
             max_boundaries, forward) -> BisectReport:
     from .export import signature_inputs
 
-    names = (auto_boundaries(model, example_inputs, max_boundaries, forward) if boundaries == "auto"
+    traced = execution_order(model, example_inputs, forward)     # one torch run: block order and the output
+    names = (auto_boundaries(model, example_inputs, max_boundaries, forward, traced) if boundaries == "auto"
              else list(boundaries))
     if not names:
         raise ValueError("no boundaries: pass module names, e.g. ['encoder.layer.0', 'encoder.layer.1']")
@@ -151,7 +152,7 @@ def _bisect(model, example_inputs, boundaries, min_corr, workdir, fp32, cpu, pro
             ops = rows[k].ops
             block = rows[k].name
             if refine and block and time_left():
-                order, _ = execution_order(model, example_inputs, forward)
+                order = traced[0]
                 for sub in _children_in_order(model, block, order):
                     if not time_left():
                         break

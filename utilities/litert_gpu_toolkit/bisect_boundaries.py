@@ -54,9 +54,10 @@ def execution_order(model, example_inputs: Sequence, forward=None) -> tuple[dict
 
 
 def auto_boundaries(model, example_inputs: Sequence | None = None, max_boundaries: int = DEFAULT_MAX_BOUNDARIES,
-                    forward=None) -> list[str]:
+                    forward=None, traced: tuple | None = None) -> list[str]:
     """Every block in execution order (see the module docstring), then "" for the model's output when the
-    last block's output is not already it. Without example inputs: definition order, no output entry."""
+    last block's output is not already it. Without example inputs: definition order, no output entry.
+    traced: `execution_order(...)` already computed for these inputs (saves a forward pass)."""
     import torch.nn as nn
 
     names = _blocks(model)
@@ -68,7 +69,7 @@ def auto_boundaries(model, example_inputs: Sequence | None = None, max_boundarie
         names = ([f"{best}.{i}" if best else str(i) for i in range(best_n)] if best is not None
                  else [name for name, _ in model.named_children()])
     if example_inputs is not None:
-        order, out = execution_order(model, example_inputs, forward)
+        order, out = traced or execution_order(model, example_inputs, forward)
         names = sorted((n for n in names if n in order), key=order.__getitem__)
         if names and not _is_output(model, names[-1], out, example_inputs, forward):
             names.append("")

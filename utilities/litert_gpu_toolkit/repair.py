@@ -36,7 +36,7 @@ def diagnose_and_repair(job, best: ConvertResult, path: Path, try_path, excluded
     if kw:
         job.log.append("diagnosis: skipped (keyword inputs; bisect taps positional inputs)")
         return best
-    plain = not best.changes and not best.kept
+    plain = not best.changes
     stage(f"{best.verdict} at full residency: bisecting to find where the numbers go wrong "
           f"(budget {budget_s:.0f} s)")
     try:

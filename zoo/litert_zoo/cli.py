@@ -32,6 +32,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from litert_gpu_toolkit.arguments import seconds  # the toolkit's timeout type: finite, >= 10 s
+
 from .guard import describe, regressions
 from .models import HELD_OUT, LIBRARIES, ROWS, ZOO
 from .rows import load_results, save_results
@@ -67,22 +69,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(default: --out's results.json before this run)")
     p.add_argument("--list", action="store_true", help="list the rows and exit")
     p.add_argument("--table-only", action="store_true", help="regenerate README.md from results.json and exit")
-    p.add_argument("--timeout", type=_seconds, default=TIMEOUT_S, help="seconds per row, > 0 (default %(default)s)")
+    p.add_argument("--timeout", type=seconds, default=TIMEOUT_S, help="seconds per row, >= 10 (default %(default)s)")
 
-
-def _seconds(text: str) -> float:
-    """argparse type: a finite number of seconds > 0 (0 would time every row out and report it as failing)."""
-    import math
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds, got {text!r}")
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
-    return value
 
 
 def _split(text: str) -> list[str]:
