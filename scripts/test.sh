@@ -5,9 +5,11 @@
 #   ./scripts/test.sh -m sweep                      the architecture sweeps (the zoo covers them; not in CI)
 #   ./scripts/test.sh ARGS...                       any other pytest arguments, passed as they are
 # Under LITERT_GPU_REQUIRED=1 (CI) GPU tests fail instead of skipping when no GPU adapter is found.
-# Workers (pytest-xdist): a run that selects no GPU test ("not gpu" in its -m) uses LITERT_TEST_WORKERS
-# processes (default 2); GPU and slow tests run in one process, since two conversions of a full-size model
-# at once can exhaust the memory of a small machine. Pass -n yourself to choose.
+# Workers (pytest-xdist): the fast lane uses LITERT_TEST_WORKERS processes (default 2); the GPU and slow lane
+# uses LITERT_SLOW_WORKERS (default 2) with --dist loadfile, so a test file's module fixtures (a recipe's
+# exported graphs) are built once, in one process. Two full-size conversions at once fit the 24 GiB of CI's
+# machine; set LITERT_SLOW_WORKERS=1 on a smaller one. The slow lane prints its
+# 30 slowest tests, so a CI log shows where the time went. Pass -n yourself to choose.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/scripts/setup.sh"
@@ -15,6 +17,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 PY="${LITERT_VENV:-$ROOT/.venv}/bin/python"
 WORKERS="${LITERT_TEST_WORKERS:-2}"
+SLOW_WORKERS="${LITERT_SLOW_WORKERS:-2}"
 if [ "$#" -gt 0 ]; then
   case " $* " in
     *" -n "*|*" -n"[0-9]*|*"--numprocesses"*) exec "$PY" -m pytest "$@" ;;
@@ -26,5 +29,5 @@ echo "[test] lint: ruff check"
 "$PY" -m ruff check .
 echo "[test] fast lane: -m 'not gpu and not slow' on $WORKERS workers"
 "$PY" -m pytest -n "$WORKERS" -m "not gpu and not slow"
-echo "[test] GPU and slow tests: -m '(gpu or slow) and not sweep'"
-"$PY" -m pytest -m "(gpu or slow) and not sweep"
+echo "[test] GPU and slow tests: -m '(gpu or slow) and not sweep' on $SLOW_WORKERS workers"
+"$PY" -m pytest -n "$SLOW_WORKERS" --dist loadfile --durations=30 -m "(gpu or slow) and not sweep"
