@@ -18,6 +18,7 @@ SKIPPED_FIELDS = ("hidden_states", "attentions", "cross_attentions", "encoder_hi
                   "encoder_attentions", "decoder_hidden_states", "decoder_attentions", "reshaped_hidden_states",
                   "past_key_values", "extract_features")
 SAMPLE_TEXT = "A short sentence to trace the graph with."
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "spiece.model", "sentencepiece.bpe.model", "vocab.json")
 
 
 class ExportError(RuntimeError):
@@ -170,18 +171,23 @@ def text_inputs(model_dir: Path, config, seq_len: int, seed: int) -> tuple[dict,
     seq_len when the folder has a tokenizer, else seeded ids over 3/4 of the positions (the rest padding)."""
     import torch
 
-    try:
-        from transformers import AutoTokenizer
+    # transformers makes an empty-vocabulary tokenizer from a bare config: only a folder's own files count
+    if any((model_dir / f).is_file() for f in TOKENIZER_FILES):
+        try:
+            from transformers import AutoTokenizer
 
-        tok = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=False)
-        enc = tok([SAMPLE_TEXT], padding="max_length", max_length=seq_len, truncation=True, return_tensors="pt")
-        return {k: enc[k].to(torch.int32) for k in ("input_ids", "attention_mask")}, "the folder's tokenizer"
-    except (OSError, ValueError, TypeError, KeyError):
-        g = torch.Generator().manual_seed(seed)
-        ids = torch.randint(0, config.vocab_size, (1, seq_len), generator=g, dtype=torch.int32)
-        mask = torch.zeros(1, seq_len, dtype=torch.int32)
-        mask[:, : max(1, seq_len * 3 // 4)] = 1
-        return {"input_ids": ids * mask, "attention_mask": mask}, "seeded token ids (no tokenizer in the folder)"
+            tok = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=False)
+            enc = tok([SAMPLE_TEXT], padding="max_length", max_length=seq_len, truncation=True,
+                      return_tensors="pt")
+            if int(enc["input_ids"].max()) < config.vocab_size:
+                return {k: enc[k].to(torch.int32) for k in ("input_ids", "attention_mask")}, "the folder's tokenizer"
+        except (OSError, ValueError, TypeError, KeyError):
+            pass
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, config.vocab_size, (1, seq_len), generator=g, dtype=torch.int32)
+    mask = torch.zeros(1, seq_len, dtype=torch.int32)
+    mask[:, : max(1, seq_len * 3 // 4)] = 1
+    return {"input_ids": ids * mask, "attention_mask": mask}, "seeded token ids (no tokenizer in the folder)"
 
 
 def image_inputs(model, config, size: int | None, seed: int) -> dict:

