@@ -1,0 +1,86 @@
+"""Model Explorer overlays (`explorer.py`, `check --explorer`): the JSON is Model Explorer's own node-data form
+(rebuilt with its classes it serialises to the same thing), its node ids are the ops Model Explorer's .tflite
+adapter shows, and its Python API loads the graph with the overlay."""
+import json
+from types import SimpleNamespace
+
+import pytest
+from model_explorer import config as explorer_config
+from model_explorer.builtin_tflite_flatbuffer_adapter import BuiltinTfliteFlatbufferAdapter
+from model_explorer.node_data_builder import GraphNodeData, ModelNodeData, NodeDataResult
+
+from litert_gpu_toolkit.explorer import (CPU_REJECTED, GPU, NOT_RUN, UNRESOLVED, explorer_command,
+                                         residency_overlay, write_overlay)
+from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.tiny_models import single_op_model_bytes
+
+
+@pytest.fixture
+def one_op_model(tmp_path):
+    """A real one-op .tflite (ADD); the fake reports below set its residency."""
+    path = tmp_path / "m.tflite"
+    path.write_bytes(single_op_model_bytes("ADD", [("x", (1, 4), None), ("y", (1, 4), None)], [("z", (1, 4))]))
+    return path
+
+
+def _report(verdict, rejected=(), gpu_ops=None, cpu_ops=None):
+    return SimpleNamespace(verdict=verdict, unsupported_ops=[{"op": op, "reason": why} for op, why in rejected],
+                           residency={"gpu_ops": gpu_ops, "cpu_ops": cpu_ops} if gpu_ops is not None else None)
+
+
+def _as_model_explorer_objects(data: dict) -> ModelNodeData:
+    graphs = {}
+    for gid, g in data.items():
+        fields = {k: v for k, v in g.items() if k != "results"}
+        graphs[gid] = GraphNodeData(results={k: NodeDataResult(**r) for k, r in g["results"].items()}, **fields)
+    return ModelNodeData(graphsData=graphs)
+
+
+def _adapter_op_ids(path) -> dict[str, set[str]]:
+    collection = BuiltinTfliteFlatbufferAdapter().convert(str(path), {})["graphCollections"][0]
+    return {g["id"]: {n["id"] for n in g["nodes"] if n["label"] not in ("pseudo_const", "GraphInputs",
+                                                                         "GraphOutputs")}
+            for g in collection.graphs}
+
+
+@pytest.mark.parametrize("report, colour, text", [
+    (_report("PASS", gpu_ops=1, cpu_ops=0), GPU, "GPU"),
+    (_report("FALLBACK", rejected=[("ADD", "Operation is not supported.")], gpu_ops=0, cpu_ops=1), CPU_REJECTED,
+     "ADD: CPU: rejected by the GPU (Operation is not supported.)"),
+    (_report("NO_GPU"), NOT_RUN, "not run on the GPU (NO_GPU)"),
+])
+def test_overlay_is_model_explorer_node_data_on_the_adapters_nodes(one_op_model, tmp_path, report, colour, text):
+    data = residency_overlay(one_op_model, report)
+    # Model Explorer's own classes take every field and serialise to the same JSON
+    rebuilt = json.loads(_as_model_explorer_objects(data).to_json_string())
+    assert rebuilt.keys() == data.keys()
+    for gid, graph in data.items():
+        assert {k: rebuilt[gid][k] for k in graph} == graph
+        assert not any(v for k, v in rebuilt[gid].items() if k not in graph)    # the rest: the class's defaults
+    # every key is an op node of the graph Model Explorer's .tflite adapter builds, and every op has a value
+    assert {g: set(r["results"]) for g, r in data.items()} == _adapter_op_ids(one_op_model)
+    (result,) = data["serving_default"]["results"].values()
+    assert result == {"value": text, "bgColor": colour}
+    # and its Python API loads the graph plus the overlay file
+    path = write_overlay(tmp_path / "ex", "m.residency", data)
+    cfg = explorer_config().add_model_from_path(str(one_op_model)).add_node_data_from_path(str(path))
+    assert cfg.model_sources[0]["url"].endswith("m.tflite") and cfg.node_data_sources == [str(path.resolve())]
+    assert f"--node_data_paths={path}" in explorer_command(one_op_model, [path])
+
+
+def test_fallback_with_unnamed_cpu_ops_says_it_cannot_place_them(one_op_model):
+    info = read_model_info(one_op_model)
+    data = residency_overlay(info, _report("FALLBACK", rejected=[("GATHER_ND", "no")], gpu_ops=0, cpu_ops=1))
+    assert data["serving_default"]["results"]["0"] == {"value": "GPU or CPU: not resolved per op", "bgColor": UNRESOLVED}
+
+
+@pytest.mark.gpu
+def test_check_explorer_writes_the_overlay_and_prints_the_command(one_op_model, tmp_path, capsys, gpu):
+    from litert_gpu_toolkit.cli import main
+
+    status = main(["check", str(one_op_model), "--fp16-only", "--explorer", str(tmp_path / "ex")])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    data = json.loads((tmp_path / "ex" / "m.residency.json").read_text())
+    assert data["serving_default"]["results"]["0"] == {"value": "GPU", "bgColor": GPU}
+    assert "model-explorer" in out and "--node_data_paths=" in out
