@@ -71,7 +71,8 @@ def test_overlay_is_model_explorer_node_data_on_the_adapters_nodes(one_op_model,
 def test_fallback_with_unnamed_cpu_ops_says_it_cannot_place_them(one_op_model):
     info = read_model_info(one_op_model)
     data = residency_overlay(info, _report("FALLBACK", rejected=[("GATHER_ND", "no")], gpu_ops=0, cpu_ops=1))
-    assert data["serving_default"]["results"]["0"] == {"value": "GPU or CPU: not resolved per op", "bgColor": UNRESOLVED}
+    expected = {"value": "GPU or CPU: not resolved per op", "bgColor": UNRESOLVED}
+    assert data["serving_default"]["results"]["0"] == expected
 
 
 @pytest.mark.gpu
