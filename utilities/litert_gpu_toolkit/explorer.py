@@ -3,8 +3,8 @@
 The file is Model Explorer's node-data JSON (its `ModelNodeData` form): graph id -> {"name", "results":
 {node id -> {"value", "bgColor"}}}. For a .tflite, Model Explorer's graph ids are the subgraphs' names
 ("main" for litert-torch's single subgraph; the signature key for an unnamed one) and an op's node id is its
-index in the subgraph's operator list -- the same index the GPU delegate reports. Writing it needs no Model Explorer install; viewing it does:
-`explorer_command` gives the line that opens the graph with the overlay.
+index in the subgraph's operator list -- the same index the GPU delegate reports. Writing it needs no Model
+Explorer install; viewing it does: `explorer_command` gives the line that opens the graph with the overlay.
 
 `residency_overlay`: per op, where the checker's run put it -- GPU, or CPU because the GPU delegate rejected
 its op type (with the delegate's reason). When the run was a fallback whose CPU ops outnumber the rejected
