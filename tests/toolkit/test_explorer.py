@@ -2,15 +2,20 @@
 (rebuilt with its classes it serialises to the same thing), its node ids are the ops Model Explorer's .tflite
 adapter shows, and its Python API loads the graph with the overlay."""
 import json
+import subprocess
+import sys
+import textwrap
 from types import SimpleNamespace
+
+import numpy as np
 
 import pytest
 from model_explorer import config as explorer_config
 from model_explorer.builtin_tflite_flatbuffer_adapter import BuiltinTfliteFlatbufferAdapter
 from model_explorer.node_data_builder import GraphNodeData, ModelNodeData, NodeDataResult
 
-from litert_gpu_toolkit.explorer import (CPU_REJECTED, GPU, NOT_RUN, UNRESOLVED, explorer_command,
-                                         residency_overlay, write_overlay)
+from litert_gpu_toolkit.explorer import (CPU_REJECTED, GPU, NOT_RUN, UNRESOLVED, block_overlay, explorer_command,
+                                         module_path, residency_overlay, write_overlay)
 from litert_gpu_toolkit.model_info import read_model_info
 from litert_gpu_toolkit.tiny_models import single_op_model_bytes
 
@@ -85,3 +90,66 @@ def test_check_explorer_writes_the_overlay_and_prints_the_command(one_op_model, 
     data = json.loads((tmp_path / "ex" / "m.residency.json").read_text())
     assert data["serving_default"]["results"]["0"] == {"value": "GPU", "bgColor": GPU}
     assert "model-explorer" in out and "--node_data_paths=" in out
+
+
+def test_module_path_reads_litert_torch_scopes():
+    name = ("litert_gpu_toolkit.rewrites.functional.GpuRewriteWrapper/mod.named_outputs.<locals>.Outputs_model/"
+            "transformers.models.bert.modeling_bert.BertEncoder_encoder/transformers.BertLayer_0/"
+            "torch.nn.modules.sparse.Embedding_word_embeddings;3")
+    assert module_path(name) == ["model", "encoder", "0", "word_embeddings"]
+    assert module_path("arith.constant9") == []
+
+
+def test_block_overlay_gives_each_op_its_blocks_fp16_error():
+    from litert_gpu_toolkit.bisect_report import BoundaryResult
+    from litert_gpu_toolkit.metrics import compare
+    from litert_gpu_toolkit.model_info import ModelInfo, OpInfo, SignatureInfo, TensorInfo
+
+    tensors = [TensorInfo(0, "x", (4,), "float32", False, 0),
+               TensorInfo(1, "M/torch.nn.Linear_layers/torch.nn.Linear_0;1", (4,), "float32", False, 0),
+               TensorInfo(2, "M/torch.nn.Linear_layers/torch.nn.ReLU_1;", (4,), "float32", False, 0),
+               TensorInfo(3, "M/torch.nn.Linear_head;", (4,), "float32", False, 0)]
+    ops = [OpInfo(0, "FULLY_CONNECTED", [0], [1]), OpInfo(1, "RELU", [1], [2]), OpInfo(2, "FULLY_CONNECTED", [2], [3])]
+    info = ModelInfo(None, 0, ops, [tensors], [SignatureInfo("sig", 0, {"x": tensors[0]}, {"y": tensors[3]})],
+                     [[0]], [[3]], subgraph_names=["main"])
+    ref = np.linspace(-1, 1, 64, dtype=np.float32)
+    noisy = ref + 0.05 * np.cos(np.arange(64, dtype=np.float32))
+    rows = [BoundaryResult("layers.0", compare(ref, ref), None, "ok"),
+            BoundaryResult("layers.1", compare(noisy, ref), None, "ok"), BoundaryResult("", compare(ref, ref), None, "ok")]
+    data = block_overlay(info, SimpleNamespace(boundaries=rows))
+    results = data["main"]["results"]
+    assert results["0"]["value"] == round(1 - rows[0].fp16.corr, 9)
+    assert results["1"]["value"] == round(1 - rows[1].fp16.corr, 9) > 0
+    assert "2" not in results                     # the head is in no measured block: no value, not a made-up one
+    rebuilt = json.loads(_as_model_explorer_objects(data).to_json_string())
+    assert rebuilt["main"]["gradient"] == data["main"]["gradient"]
+
+
+@pytest.mark.slow
+def test_bisect_explorer_writes_the_graph_and_the_overlay(gpu, tmp_path):
+    script = tmp_path / "build.py"
+    script.write_text(textwrap.dedent("""
+        import torch, torch.nn as nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8))
+            def forward(self, x):
+                return self.layers(x)
+        def build():
+            torch.manual_seed(0)
+            return M(), (torch.randn(1, 4, 8),)
+    """))
+    ex, report_json = tmp_path / "ex", tmp_path / "b.json"
+    out = subprocess.run([sys.executable, "-m", "litert_gpu_toolkit", "bisect", f"{script}:build", "--no-fp32",
+                          "--no-cpu", "--json", str(report_json), "--explorer", str(ex)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "--node_data_paths=" in out.stdout
+    data = json.loads((ex / "build.bisect.json").read_text())
+    corr = {b["name"]: b["fp16"]["corr"] for b in json.loads(report_json.read_text())["boundaries"]}
+    (gid,) = data
+    assert set(data[gid]["results"]) <= _adapter_op_ids(ex / "build.tflite")[gid]
+    values = sorted({r["value"] for r in data[gid]["results"].values()})
+    assert all(any(v == round(1 - c, 9) for c in corr.values()) for v in values)
+    assert len(data[gid]["results"]) >= 2           # the Linear / ReLU ops of the measured blocks carry a value

@@ -77,3 +77,51 @@ def explorer_command(model: str | os.PathLike, overlays: list[str | os.PathLike]
     """The shell line that opens `model` in Model Explorer with the overlays (pip install ai-edge-model-explorer)."""
     paths = ",".join(str(p) for p in overlays)
     return shlex.join(["model-explorer", str(model), f"--node_data_paths={paths}"])
+
+
+def module_path(tensor_name: str) -> list[str]:
+    """The attribute path of the module that made a tensor, from litert-torch's tensor name: its '/'-separated
+    scopes are '<qualified class>_<attribute>' (then ';N'); a scope without an attribute (the root) adds none."""
+    path = []
+    for scope in tensor_name.split(";")[0].split("/"):
+        cls_and_attr = scope.rsplit(".", 1)[-1]
+        if "_" in cls_and_attr:
+            path.append(cls_and_attr.split("_", 1)[1])
+    return path
+
+
+def _block_of(path: list[str], blocks: list[list[str]]) -> int | None:
+    """The index of the deepest block whose attribute path occurs, contiguously, in `path` (wrappers add scopes
+    in front of the user's model, so a block is matched anywhere in the path rather than at its start)."""
+    best = None
+    for i, block in enumerate(blocks):
+        n = len(block)
+        if n and any(path[j:j + n] == block for j in range(len(path) - n + 1)):
+            if best is None or n > len(blocks[best]):
+                best = i
+    return best
+
+
+def block_overlay(model: str | os.PathLike | ModelInfo, report) -> dict:
+    """Node data from a bisect report: each op of the model's .tflite gets the fp16 error (1 - correlation of
+    the GPU's fp16 output with torch) measured at the output of the block it belongs to, coloured on a
+    green-to-red gradient; ops outside every measured block carry no value."""
+    import math
+
+    info = model if isinstance(model, ModelInfo) else read_model_info(model)
+    rows = [b for b in report.boundaries if b.name]
+    blocks = [b.name.split(".") for b in rows]
+    ids = graph_ids(info)
+    graphs: dict[str, dict] = {gid: {} for gid in ids.values()}
+    for op in info.ops:
+        names = [info.tensor(t, op.subgraph).name for t in op.outputs if t >= 0]
+        block = _block_of(module_path(names[0]), blocks) if names else None
+        if block is None:
+            continue
+        fp16 = rows[block].fp16
+        if fp16 is None or not math.isfinite(fp16.corr):
+            continue
+        graphs[ids[op.subgraph]][str(op.index)] = {"value": round(1.0 - fp16.corr, 9)}
+    gradient = [{"stop": 0, "bgColor": GPU}, {"stop": 1, "bgColor": CPU_REJECTED}]
+    return {gid: {"name": "fp16 error (1 - corr) per block", "results": results, "gradient": gradient}
+            for gid, results in graphs.items()}
