@@ -115,7 +115,8 @@ def test_block_overlay_gives_each_op_its_blocks_fp16_error():
     ref = np.linspace(-1, 1, 64, dtype=np.float32)
     noisy = ref + 0.05 * np.cos(np.arange(64, dtype=np.float32))
     rows = [BoundaryResult("layers.0", compare(ref, ref), None, "ok"),
-            BoundaryResult("layers.1", compare(noisy, ref), None, "ok"), BoundaryResult("", compare(ref, ref), None, "ok")]
+            BoundaryResult("layers.1", compare(noisy, ref), None, "ok"),
+            BoundaryResult("", compare(ref, ref), None, "ok")]
     data = block_overlay(info, SimpleNamespace(boundaries=rows))
     results = data["main"]["results"]
     assert results["0"]["value"] == round(1 - rows[0].fp16.corr, 9)
