@@ -201,3 +201,49 @@ def test_minilm_package_folder_matches_the_recipe(tmp_path, gpu):
     got = run.outputs[key]["embedding"].reshape(expected.shape)
     cosines = (got * expected).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(expected, axis=1)
     assert cosines.min() > 0.9999, cosines
+
+
+def test_generation_graphs_reproduce_the_models_logits_in_torch(tmp_path):
+    """prefill on a right-padded prompt, then decode steps over a host-held cache (rows written where the
+    prompt ended, the mask covering only rows in use) give the logits of Hugging Face's own forward over the
+    whole sequence: the calling convention the two exported graphs follow is right."""
+    import torch
+    import transformers
+
+    from litert_gpu_toolkit.export_tasks import Shapes, build_graphs
+
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64, head_dim=8)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(tmp_path / "llama")
+    seq, cache_len = 8, 16
+    prefill, decode = build_graphs("text-generation", tmp_path / "llama", Shapes(seq_len=seq, cache_len=cache_len))
+    assert (prefill.name, decode.name) == ("prefill", "decode")
+    layers, tokens = 2, torch.tensor([[5, 17, 42, 9, 63]])
+    n = tokens.shape[1]
+    ids = torch.zeros(1, seq, dtype=torch.int32)
+    ids[:, :n] = tokens
+    mask = (torch.arange(seq) < n).to(torch.int32)[None]
+    with torch.no_grad():
+        out = prefill.module(input_ids=ids, attention_mask=mask)
+        cache = {f"{kind}_{i}": torch.zeros(1, 2, cache_len, 8) for i in range(layers) for kind in "kv"}
+        for name in cache:
+            cache[name][:, :, :n] = out[name][:, :, :n]
+        sequence, logits = tokens[0].tolist(), [out["logits"][0, n - 1]]
+        for step in range(3):
+            nxt = int(logits[-1].argmax())
+            sequence.append(nxt)
+            pos = len(sequence) - 1
+            dmask = torch.zeros(1, cache_len + 1, dtype=torch.int32)
+            dmask[:, :pos] = 1
+            dmask[:, -1] = 1
+            d = decode.module(input_ids=torch.tensor([[nxt]], dtype=torch.int32),
+                              position_ids=torch.tensor([[pos]], dtype=torch.int32), attention_mask=dmask, **cache)
+            for i in range(layers):
+                cache[f"k_{i}"][:, :, pos] = d[f"k_new_{i}"][:, :, 0]
+                cache[f"v_{i}"][:, :, pos] = d[f"v_new_{i}"][:, :, 0]
+            logits.append(d["logits"][0, -1])
+        model = transformers.LlamaForCausalLM.from_pretrained(tmp_path / "llama").eval()
+        full = model(input_ids=torch.tensor([sequence])).logits[0]
+    for i, got in enumerate(logits):
+        torch.testing.assert_close(got, full[n - 1 + i], rtol=1e-4, atol=1e-4)
