@@ -247,3 +247,51 @@ def test_generation_graphs_reproduce_the_models_logits_in_torch(tmp_path):
         full = model(input_ids=torch.tensor([sequence])).logits[0]
     for i, got in enumerate(logits):
         torch.testing.assert_close(got, full[n - 1 + i], rtol=1e-4, atol=1e-4)
+
+
+_VIT = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, image_size=16,
+            patch_size=8)
+_SPEECH = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, conv_dim=[16, 16],
+               conv_stride=[5, 4], conv_kernel=[10, 4], num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
+               vocab_size=12)
+_WHISPER = dict(vocab_size=60, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=8,
+                max_source_positions=16, max_target_positions=16, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                decoder_start_token_id=1)
+_SEGFORMER = dict(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32],
+                  num_attention_heads=[1, 2], decoder_hidden_size=32, num_labels=3)
+
+
+@pytest.mark.parametrize("task, cls, config_cls, config, input_shapes, outputs", [
+    ("image-classification", "ViTForImageClassification", "ViTConfig", _VIT, {"pixel_values": (1, 3, 16, 16)},
+     {"logits"}),
+    ("image-feature-extraction", "ViTModel", "ViTConfig", _VIT, {"pixel_values": (1, 3, 16, 16)},
+     {"last_hidden_state", "pooler_output"}),
+    ("semantic-segmentation", "SegformerForSemanticSegmentation", "SegformerConfig", _SEGFORMER,
+     {"pixel_values": (1, 3, 16, 16)}, {"logits"}),
+    ("automatic-speech-recognition", "Wav2Vec2ForCTC", "Wav2Vec2Config", _SPEECH, {"input_values": (1, 8000)},
+     {"logits"}),
+    ("automatic-speech-recognition", "WhisperForConditionalGeneration", "WhisperConfig", _WHISPER,
+     {"input_features": (1, 8, 32)}, {"last_hidden_state"}),
+    ("audio-classification", "Wav2Vec2ForSequenceClassification", "Wav2Vec2Config", _SPEECH,
+     {"input_values": (1, 8000)}, {"logits"}),
+])
+def test_tasks_wrap_saved_models_at_the_flags_shapes(tmp_path, task, cls, config_cls, config, input_shapes, outputs):
+    """Each task loads a save_pretrained folder with its Auto class and wraps it at the fixed shapes the flags give
+    (--image-size 16, --audio-seconds 0.5); the wrapper returns the named outputs a user reads, equal to the
+    model's own (torch only: the conversions are the slow tests' job)."""
+    import torch
+    import transformers
+
+    from litert_gpu_toolkit.export_tasks import Shapes, build_graphs
+
+    torch.manual_seed(0)
+    getattr(transformers, cls)(getattr(transformers, config_cls)(**config)).save_pretrained(tmp_path / "m")
+    (graph,) = build_graphs(task, tmp_path / "m", Shapes(image_size=16, audio_seconds=0.5))
+    assert {k: tuple(v.shape) for k, v in graph.inputs.items()} == input_shapes
+    with torch.no_grad():
+        got = graph.module(**graph.inputs)
+        own = graph.module.model(**graph.inputs)
+    assert set(got) == outputs
+    for name in outputs:
+        torch.testing.assert_close(got[name], own[name])
