@@ -258,6 +258,8 @@ _WHISPER = dict(vocab_size=60, d_model=32, encoder_layers=1, decoder_layers=1, e
                 decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=8,
                 max_source_positions=16, max_target_positions=16, pad_token_id=0, bos_token_id=1, eos_token_id=2,
                 decoder_start_token_id=1)
+_DPT = dict(_VIT, num_hidden_layers=4, backbone_out_indices=[0, 1, 2, 3], neck_hidden_sizes=[16, 16, 32, 32],
+            fusion_hidden_size=32, head_hidden_size=16)
 _SEGFORMER = dict(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32],
                   num_attention_heads=[1, 2], decoder_hidden_size=32, num_labels=3)
 
@@ -267,6 +269,8 @@ _SEGFORMER = dict(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_
      {"logits"}),
     ("image-feature-extraction", "ViTModel", "ViTConfig", _VIT, {"pixel_values": (1, 3, 16, 16)},
      {"last_hidden_state", "pooler_output"}),
+    ("depth-estimation", "DPTForDepthEstimation", "DPTConfig", _DPT, {"pixel_values": (1, 3, 16, 16)},
+     {"predicted_depth"}),
     ("semantic-segmentation", "SegformerForSemanticSegmentation", "SegformerConfig", _SEGFORMER,
      {"pixel_values": (1, 3, 16, 16)}, {"logits"}),
     ("automatic-speech-recognition", "Wav2Vec2ForCTC", "Wav2Vec2Config", _SPEECH, {"input_values": (1, 8000)},
