@@ -236,6 +236,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-boundaries", type=int, default=DEFAULT_MAX_BOUNDARIES,
                    help=f"auto boundaries spread over the model (default {DEFAULT_MAX_BOUNDARIES})")
     p.add_argument("--json", metavar="OUT", help="write the report as JSON; " + JSON_OUTPUT_HELP)
+    p.add_argument("--explorer", metavar="DIR", help="also convert the whole model to DIR/<script>.tflite and write "
+                                                     "DIR/<script>.bisect.json, Model Explorer node data with each "
+                                                     "op's block's fp16 error, and print the command that opens it")
     add_verbose_argument(p)
 
 
@@ -333,7 +336,27 @@ def run(args: argparse.Namespace) -> int:
         problem = write_output(args.json, json.dumps(report.to_dict(), indent=1, default=float))
         if problem:
             print(f"error: {problem}", file=sys.stderr)
+    if args.explorer:
+        _write_explorer(model, example, report, Path(args.explorer), Path(args.builder.rpartition(":")[0]).stem)
     return 0 if report.diagnosis == "clean" else 1
+
+
+def _write_explorer(model, example, report, folder: Path, stem: str) -> None:
+    """The whole model's .tflite (the graph the overlay is drawn on) and the per-block fp16 error over it."""
+    import sys
+
+    from .error_lines import error_text, telling_line
+    from .explorer import block_overlay, explorer_command, write_overlay
+    from .export import export_tflite
+
+    graph = folder / f"{stem}.tflite"
+    try:
+        export_tflite(model, example, graph)
+        path = write_overlay(folder, f"{stem}.bisect", block_overlay(graph, report))
+    except Exception as exc:      # noqa: BLE001 - the bisect verdict stands; only the overlay is missing
+        print(f"error: no Model Explorer overlay: {telling_line(error_text(exc))}", file=sys.stderr)
+        return
+    print(f"Model Explorer overlay: {path}\n  open it with: {explorer_command(graph, [path])}")
 
 
 def _has_submodule(model, name: str) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from .arguments import JSON_OUTPUT_HELP, correlation, non_negative, refuse_output_path, seconds, seed, write_output
 
@@ -43,6 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=seconds, default=600.0,
                    help="seconds per compile+run child, at least 10 (default 600)")
     p.add_argument("--full", action="store_true", help="print every detail even when the model passes")
+    p.add_argument("--explorer", metavar="DIR", help="also write DIR/<model>.residency.json, Model Explorer node "
+                                                     "data (per op: GPU, or CPU with the GPU's reason), and print "
+                                                     "the command that opens the graph with it")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,4 +78,18 @@ def run(args: argparse.Namespace) -> int:
                 print(f"error: {problem}", file=sys.stderr)
             else:
                 print(f"report written to {args.json}")
+    if args.explorer and report.verdict != "INVALID_MODEL":
+        _write_explorer(args.model, report, args.explorer, sys.stderr if args.json == "-" else sys.stdout)
     return EXIT_CODES[report.verdict]
+
+
+def _write_explorer(model: str, report, folder: str, stream) -> None:
+    from .explorer import explorer_command, residency_overlay, write_overlay
+
+    try:
+        path = write_overlay(folder, f"{Path(model).stem}.residency", residency_overlay(model, report))
+    except OSError as exc:  # the verdict stands; only the overlay is missing
+        print(f"error: cannot write the Model Explorer overlay in {folder}: {exc}", file=sys.stderr)
+        return
+    print(f"Model Explorer overlay: {path}\n  open it with: {explorer_command(model, [path])}",
+          file=stream)

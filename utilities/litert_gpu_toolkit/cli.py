@@ -21,6 +21,8 @@ Exit status (every command):
   lint:      0 no phone-only risks found; 1 findings
   bisect:    0 every boundary clean; 1 a boundary diverges (or does not run GPU-only)
   gpu-info:  0 a usable GPU; 1 the probe failed; 2 no GPU adapter
+  export:    0 every graph PASS (--no-check: converted); 1 a graph did not convert or not PASS; 2 a model
+             the task cannot load; 3 NO_GPU (the files are written, unchecked on a GPU)
   phone:     0 done (run: the phone ran the model); 1 the phone's compile or run failed"""
 
 # command -> (module that defines `add_arguments(parser)` and `run(args) -> int`, one-line help).
@@ -30,6 +32,7 @@ COMMANDS = {
     "gpu-info": ("litert_gpu_toolkit.gpu_info", "probe this machine's GPU accelerator (exit 0 = usable)"),
     "bisect": ("litert_gpu_toolkit.bisect", "find the first block whose GPU output diverges from torch"),
     "lint": ("litert_gpu_toolkit.lint", "static lint for phone-only GPU walls (exit 0 = no findings)"),
+    "export": ("litert_gpu_toolkit.export_cli", "Hugging Face model + task -> checked GPU .tflite, report, provenance"),
     "phone": ("litert_gpu_toolkit.phone.cli", "list phones, push the on-device runner, run a model on a phone's GPU"),
 }
 EXIT_INTERRUPTED = 130

