@@ -15,7 +15,6 @@ import pytest
 RECIPE = Path(__file__).resolve().parents[2] / "models" / "vision" / "ppocr_det" / "converted"
 sys.path.insert(0, str(RECIPE))
 torch = pytest.importorskip("torch")
-pytest.importorskip("onnx2torch")
 import ppocr_det
 
 from native_compare import compare_native_with_python, random_inputs  # tests/native_compare.py

@@ -22,7 +22,8 @@ tests/toolkit/rewrites/test_unfold.py for what each spelling gave). Rewrites:
     rank <= 4 permute + reshape of that tensor (when the permuted axis order falls into <= 4 runs of the
     storage order b c i j h w, as ViT patchify and plain views do). A rank-5 reshape that only merges
     neighbouring axes (XFeat's `.reshape(B, C, nH, nW, kh * kw)` before its permute) stays lazy too, and
-    later permutes move the merged axes as one. Any other consumer gets the original rank-6 tensor (materialised with torch functions off), so nothing is silently wrong.
+    later permutes move the merged axes as one. Any other consumer gets the original rank-6 tensor
+    (materialised with torch functions off), so nothing is silently wrong.
 NotImplemented (the original op runs): other outputs above rank 4, non-float tensors and arguments torch
 would refuse.
 """

@@ -48,7 +48,7 @@ def _stub_torchvision() -> None:
     try:
         import torchvision  # noqa: F401
         return
-    except Exception:
+    except (ImportError, RuntimeError, OSError):   # not installed, or a build for another torch
         pass
 
     def unavailable(*_args, **_kwargs):

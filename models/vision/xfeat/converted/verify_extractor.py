@@ -19,7 +19,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
 
 from litert_gpu_toolkit.metrics import compare
 from litert_gpu_toolkit.recipe import (LATENCY_METRIC, finish_verify, latency_ms, load_model, load_reference,
