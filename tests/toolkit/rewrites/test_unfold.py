@@ -123,3 +123,38 @@ def test_chained_patch_unfold_fails_plainly_and_runs_gpu_only_rewritten(gpu, tmp
     assert res.ok and res.run.gpu.cpu_ops in (None, 0), res.summary()
     for c in res.comparisons:
         assert c.nonfinite == 0 and c.corr >= 0.999, res.summary()
+
+
+class CellsToChannels(nn.Module):
+    """XFeat's `_unfold2d`: 8x8 cells of a [B, C, H, W] map to C*64 channels at 1/8 resolution, spelled with a
+    rank-5 reshape (merging the two window axes) before the permute."""
+
+    def forward(self, x, ws=8):
+        b, c, h, w = x.shape
+        x = x.unfold(2, ws, ws).unfold(3, ws, ws).reshape(b, c, h // ws, w // ws, ws ** 2)
+        return x.permute(0, 1, 4, 2, 3).reshape(b, -1, h // ws, w // ws)
+
+
+def test_rank5_merging_reshape_stays_lazy_and_is_bit_exact():
+    x = torch.randn(2, 3, 16, 24)
+    assert torch.equal(GpuRewriteWrapper(CellsToChannels(), include=["patch_unfold"])(x), CellsToChannels()(x))
+    for f in (lambda t: t.unfold(2, 4, 4).unfold(3, 4, 4).reshape(2, 3, 4, 6, 16).permute(0, 4, 1, 2, 3)
+              .reshape(2, 48, 4, 6),                                          # merged axis moved, then flat
+              lambda t: t.unfold(2, 4, 4).unfold(3, 4, 4).reshape(2, 3, 24, 4, 4).sum(2),   # consumed as is
+              lambda t: t.unfold(2, 4, 4).unfold(3, 4, 4).reshape(2, 3, 4, 4, 6, 4).sum(0)):  # not a merge
+        class F_(nn.Module):
+            def forward(self, t, f=f):
+                return f(t)
+        assert torch.equal(GpuRewriteWrapper(F_(), include=["patch_unfold"])(x), f(x))
+
+
+def test_rank5_merging_reshape_runs_gpu_only(gpu, tmp_path):
+    x = (torch.randn(1, 1, 32, 48),)
+    with pytest.raises(Exception, match="5-D"):
+        export_tflite(CellsToChannels(), x, tmp_path / "plain.tflite")
+    res = gpu_vs_torch(GpuRewriteWrapper(CellsToChannels(), include=["patch_unfold"]), x, tmp_path / "cells.tflite")
+    hist = res.info.op_histogram()
+    assert "GATHER_ND" not in hist and not res.info.high_rank_tensors(), hist
+    assert res.ok and res.run.gpu.cpu_ops in (None, 0), res.summary()
+    (c,) = res.comparisons
+    assert c.nonfinite == 0 and c.max_abs <= 4e-3 * float(x[0].abs().max()), res.summary()   # fp16 rounding only

@@ -20,8 +20,10 @@ tests/toolkit/rewrites/test_unfold.py for what each spelling gave). Rewrites:
     fails): the first unfold returns a lazy `RowPatches`, the second a lazy `Patches` held as F.unfold's
     [B, C*kh*kw, nH*nW] (the form above); a permute, then reshape / view / flatten to rank <= 4 becomes one
     rank <= 4 permute + reshape of that tensor (when the permuted axis order falls into <= 4 runs of the
-    storage order b c i j h w, as ViT patchify and plain views do). Any other consumer gets the original
-    rank-6 tensor (materialised with torch functions off), so nothing is silently wrong.
+    storage order b c i j h w, as ViT patchify and plain views do). A rank-5 reshape that only merges
+    neighbouring axes (XFeat's `.reshape(B, C, nH, nW, kh * kw)` before its permute) stays lazy too, and
+    later permutes move the merged axes as one. Any other consumer gets the original rank-6 tensor
+    (materialised with torch functions off), so nothing is silently wrong.
 NotImplemented (the original op runs): other outputs above rank 4, non-float tensors and arguments torch
 would refuse.
 """
@@ -182,29 +184,65 @@ class RowPatches(_Lazy):
 class Patches(_Lazy):
     """[B, C, nH, nW, kh, kw] (logical axes b c h w i j) held as F.unfold's [B, C*kh*kw, nH*nW] (storage order
     b c i j h w), with a pending axis permutation; a reshape / view / flatten to rank <= 4 is one rank <= 4
-    permute of the storage when the permuted order falls into <= 4 runs of consecutive storage axes."""
+    permute of the storage when the permuted order falls into <= 4 runs of consecutive storage axes.
+
+    `groups` lets a rank-5 reshape that only merges neighbouring axes (XFeat's `.reshape(B, C, nH, nW, kh*kw)`
+    before its permute) stay lazy: the axes in view order are `perm`, cut into groups of these lengths, and
+    later permutes move whole groups."""
 
     _STORAGE = (0, 1, 4, 5, 2, 3)             # storage position of logical axis b c h w i j
 
-    def __init__(self, x, k, s, perm=(0, 1, 2, 3, 4, 5)):
+    def __init__(self, x, k, s, perm=(0, 1, 2, 3, 4, 5), groups=None):
         self.x, self.k, self.s, self.perm = x, k, s, tuple(perm)
+        self.groups = tuple(groups) if groups is not None else (1,) * 6
 
     def _logical(self):
         b, c, h, w = (int(v) for v in self.x.shape)
         (kh, kw), (sh, sw) = self.k, self.s
         return (b, c, (h - kh) // sh + 1, (w - kw) // sw + 1, kh, kw)
 
+    def _split(self):
+        """The view's axes: each a tuple of logical axes (one, or several merged)."""
+        out, start = [], 0
+        for n in self.groups:
+            out.append(self.perm[start:start + n])
+            start += n
+        return out
+
     def _shape(self):
         sizes = self._logical()
-        return tuple(sizes[a] for a in self.perm)
+        return tuple(int(np.prod([sizes[a] for a in g])) for g in self._split())
 
     def materialize(self):
         with torch._C.DisableTorchFunction():
-            return self.x.unfold(2, self.k[0], self.s[0]).unfold(3, self.k[1], self.s[1]).permute(*self.perm)
+            y = self.x.unfold(2, self.k[0], self.s[0]).unfold(3, self.k[1], self.s[1]).permute(*self.perm)
+            return y if len(self.groups) == 6 else y.reshape(*self._shape())
 
     def permute(self, *dims):
         dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
-        return Patches(self.x, self.k, self.s, tuple(self.perm[int(d) % 6] for d in dims))
+        split = self._split()
+        moved = [split[int(d) % len(split)] for d in dims]
+        return Patches(self.x, self.k, self.s, tuple(a for g in moved for a in g), tuple(len(g) for g in moved))
+
+    def _merged(self, shape):
+        """This view reshaped to `shape` by merging neighbouring axes only, or None when it is not that."""
+        own = self._shape()
+        if list(shape).count(-1) == 1:
+            known = int(np.prod([v for v in shape if v != -1]))
+            if known == 0 or int(np.prod(own)) % known:
+                return None
+            shape = [int(np.prod(own)) // known if v == -1 else int(v) for v in shape]
+        groups, i = [], 0
+        for want in (int(v) for v in shape):
+            n, size = 0, 1
+            while i + n < len(own) and (n == 0 or size < want):
+                size *= own[i + n]
+                n += 1
+            if size != want:
+                return None
+            groups.append(sum(self.groups[i:i + n]))
+            i += n
+        return Patches(self.x, self.k, self.s, self.perm, groups) if i == len(own) else None
 
     def contiguous(self, *args, **kwargs):
         return self
@@ -229,8 +267,11 @@ class Patches(_Lazy):
 
     def reshape(self, *shape):
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)) else shape
+        if len(shape) > 4:
+            merged = self._merged(shape)
+            return self.materialize().reshape(*shape) if merged is None else merged
         flat = self._flat()
-        if flat is None or len(shape) > 4:
+        if flat is None:
             return self.materialize().reshape(*shape)
         return flat.reshape(*shape)
 
@@ -238,5 +279,5 @@ class Patches(_Lazy):
 
     def flatten(self, start_dim=0, end_dim=-1):
         dims = list(self._shape())
-        start, end = start_dim % 6, end_dim % 6
+        start, end = start_dim % len(dims), end_dim % len(dims)
         return self.reshape(*dims[:start], int(np.prod(dims[start:end + 1])), *dims[end + 1:])
