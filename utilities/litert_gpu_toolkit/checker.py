@@ -68,7 +68,8 @@ def check_gpu_compatibility(
 
     inputs:    {name: array}, {"sig/name": array}, {sig: {name: array}} or an .npz path (default: seeded random)
     reference: the source model's outputs, same forms with output names; GPU and CPU are compared to them
-    shapes / int_ranges: per input name, for dynamic dims (default 1) and integer value ranges
+    shapes / int_ranges: per input name, for dynamic dims (default 1; when the CPU cannot run a guessed 1,
+               one retry with every non-leading guessed dim at DYNAMIC_RETRY_DIM) and integer value ranges
     min_corr / rtol / atol: the tolerance (see `Tolerance`); precisions: GPU precisions to run
     timeout:   seconds allowed per compile+run child process
     Raises `InputError` (a ValueError) only when the caller's arrays / shapes / ranges / settings do not fit
