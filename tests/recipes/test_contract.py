@@ -131,7 +131,7 @@ def test_standard_flags(script):
 
 
 def test_every_recipe_has_one_verify_script():
-    assert len(VERIFY_SCRIPTS) == 7, [p.relative_to(ROOT).as_posix() for p in VERIFY_SCRIPTS]
+    assert len(VERIFY_SCRIPTS) == 9, [p.relative_to(ROOT).as_posix() for p in VERIFY_SCRIPTS]
 
 
 @pytest.mark.parametrize("script", VERIFY_SCRIPTS, ids=lambda p: p.name)
