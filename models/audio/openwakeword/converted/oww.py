@@ -31,7 +31,7 @@ from litert_gpu_toolkit import weights
 INSTALL = "pip install --no-deps openwakeword==0.5.1"
 GRAPHS = ("melspectrogram", "embedding_model", "hey_jarvis_v0.1")
 EMBED_FRAMES, EMBED_STEP, HEAD_WINDOWS = 76, 8, 16     # openWakeWord's framing: 76 mel frames per embedding
-PRESCALE = 4.0                                         # the mel stage's fp16 headroom (see MelSpectrogram)
+LOG_FLOOR = float(np.log(1e-10))                       # the source's clip before its log
 DB_PER_LN = 10.0 / float(np.log(10.0))
 
 
@@ -68,14 +68,18 @@ class MelSpectrogram(nn.Module):
         self.bins = w["0.stft.conv_real.weight"].shape[0]
 
     def forward(self, audio):                                   # [B, N]
-        # fp16 (the GPU's precision) holds neither a power of 256^2 (a loud 512-point DFT bin) nor the 1e-10 floor
-        # (it rounds to 0: log(0) = -inf, which then spreads). Both are exact identities in real arithmetic: the
-        # spectrum of audio / S plus 20 log10(S) dB, and the floor taken after the log, max(log m, log floor).
-        spec = F.conv1d(audio.unsqueeze(1) * (1.0 / PRESCALE), self.basis, stride=160)
+        # The power spectrum spans more decades than fp16 (the GPU's precision) holds: a loud bin's power passes
+        # 65504 and a quiet one's underflows to 0. Exact in real arithmetic: divide the spectrum by its largest
+        # |component| r in the chunk (power then in [0, 1]; what still underflows lies > 72 dB below the peak,
+        # where the 80 dB range clips anyway), add 20 log10 r back after the log, and take the 1e-10 floor after
+        # the log as well (1e-10 itself is 0 in fp16: log 0 = -inf would spread).
+        spec = F.conv1d(audio.unsqueeze(1), self.basis, stride=160)
+        r = torch.clamp(spec.abs().amax(dim=(1, 2), keepdim=True), min=1e-4)   # 1e-4: silence stays finite
+        spec = spec / r
         re, im = spec[:, :self.bins], spec[:, self.bins:]
-        mel = F.conv1d(re * re + im * im, self.mel)             # [B, 32, frames], of audio / S
-        log_floor = float(np.log(1e-10 / PRESCALE ** 2))
-        db = torch.clamp(torch.log(mel), min=log_floor) * DB_PER_LN + 20.0 * float(np.log10(PRESCALE))
+        mel = F.conv1d(re * re + im * im, self.mel)             # [B, 32, frames], of spectrum / r
+        log_mel = torch.clamp(torch.log(mel) + 2.0 * torch.log(r), min=LOG_FLOOR)
+        db = log_mel * DB_PER_LN
         peak = db.amax(dim=(1, 2), keepdim=True)
         return torch.maximum(db, peak - 80.0).transpose(1, 2).unsqueeze(1)   # [B, 1, frames, 32]
 
