@@ -5,8 +5,8 @@ speech and pure tones) on `--device` with one compile, decodes both saliences to
 (fcpe.decode) and compares:
   * numerics: salience correlation per input: the gate takes the minimum over the speech inputs; the tones'
     minimum is recorded but not gated, because a pure tone's spectrum is mostly far below its peak and an fp16
-    DFT has a noise floor there (the log-mel of a 110 Hz sine: corr 0.954 on llvmpipe fp16, speech 0.9997;
-    see the README), which moves the salience away from its peak without moving the decoded pitch;
+    DFT has a noise floor there (the README has the recorded numbers), which moves the salience away from its
+    peak without moving the decoded pitch;
   * task, device vs torch: voicing agreement (share of frames both call voiced or both unvoiced, all inputs) and
     the pitch error in cents on the speech frames both call voiced (p95 and max; the tones' p95 is recorded);
   * task, vs the truth on the tones: the median error in cents from the tone's frequency, device and torch (the
