@@ -41,10 +41,11 @@ def artifact_args(script: Path, tmp: Path, model: Path, ref: Path) -> list[str]:
     name = script.name
     if name == "verify_llm.py":
         return ["--prefill", str(model), "--decode", str(model), "--ref", str(ref)]
-    if name == "verify_mtcnn.py":
-        folder = tmp / "mtcnn"
+    if name in ("verify_mtcnn.py", "verify_oww.py"):
+        folder = tmp / name[len("verify_"):-len(".py")]
         folder.mkdir(exist_ok=True)
-        for net in ("pnet", "rnet", "onet"):
+        nets = ("pnet", "rnet", "onet") if name == "verify_mtcnn.py" else ("mel", "embedding", "hey_jarvis")
+        for net in nets:
             target = folder / f"{net}.tflite"
             if model.exists():
                 target.write_bytes(model.read_bytes())
@@ -130,7 +131,9 @@ def test_standard_flags(script):
 
 
 def test_every_recipe_has_one_verify_script():
-    assert len(VERIFY_SCRIPTS) == 7, [p.relative_to(ROOT).as_posix() for p in VERIFY_SCRIPTS]
+    recipes = sorted(p.parent for p in ROOT.glob("models/*/*/converted/results.json"))
+    assert len(recipes) >= 11, recipes
+    assert [p.parent for p in VERIFY_SCRIPTS] == recipes, [p.relative_to(ROOT).as_posix() for p in VERIFY_SCRIPTS]
 
 
 @pytest.mark.parametrize("script", VERIFY_SCRIPTS, ids=lambda p: p.name)

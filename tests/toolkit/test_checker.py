@@ -273,3 +273,59 @@ def test_gpu_hang_is_reported_not_raised(gpu, tmp_path, monkeypatch):
     assert report.verdict == "COMPILE_FAIL"
     assert report.runs["gpu_fp16"]["status"] == "timeout" and "did not finish within 15 s" in report.summary
     assert list(report.runs) == ["cpu", "gpu_fp16"]  # a hang is not retried
+
+
+def _windowed_conv_model(tmp_path):
+    """A 3x3 VALID conv over an input whose height is dynamic ([1, -1, 8, 4]): at the default guess of 1 the
+    output height would be negative, so LiteRT's CPU cannot prepare it (the case of openWakeWord's shipped
+    melspectrogram.tflite, whose [-1, -1] waveform input needs at least one STFT window of samples)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    from litert_gpu_toolkit.tiny_models import single_op_model_bytes
+
+    options = schema.Conv2DOptionsT()
+    options.padding, options.strideH, options.strideW = schema.Padding.VALID, 1, 1
+    data = single_op_model_bytes("CONV_2D", [("x", (1, 8, 8, 4), None),
+                                             ("w", (2, 3, 3, 4), np.full((2, 3, 3, 4), 0.1, np.float32)),
+                                             ("b", (2,), np.zeros(2, np.float32))],
+                                 [("out", (1, 6, 6, 2))], options=options, options_type="Conv2DOptions")
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(data, 0))
+    model.subgraphs[0].tensors[0].shapeSignature = [1, -1, 8, 4]
+    model.subgraphs[0].tensors[3].shapeSignature = [1, -1, 6, 2]
+    import flatbuffers
+
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    path = tmp_path / "windowed.tflite"
+    path.write_bytes(bytes(builder.Output()))
+    return path
+
+
+def test_guessed_dynamic_inputs_only_where_the_checker_chose_the_shape(tmp_path):
+    """No runtime: which inputs the retry would lengthen, and to what (a leading dynamic dim stays 1)."""
+    from litert_gpu_toolkit.checker import DYNAMIC_RETRY_DIM, _guessed_dynamic_inputs
+
+    info = read_model_info(_windowed_conv_model(tmp_path))
+    assert _guessed_dynamic_inputs(info, None, None) == {"serving_default/x": (1, DYNAMIC_RETRY_DIM, 8, 4)}
+    assert _guessed_dynamic_inputs(info, None, {"x": (1, 5, 8, 4)}) == {}             # the caller chose it
+    assert _guessed_dynamic_inputs(info, {"x": np.zeros((1, 5, 8, 4), np.float32)}, None) == {}
+    static = read_model_info(_write_add(tmp_path))
+    assert _guessed_dynamic_inputs(static, None, None) == {}
+
+
+def _write_add(tmp_path):
+    path = tmp_path / "add.tflite"
+    path.write_bytes(add_model_bytes())
+    return path
+
+
+def test_dynamic_length_too_short_to_run_is_retried_longer(gpu, tmp_path):
+    path = _windowed_conv_model(tmp_path)
+    report = check_gpu_compatibility(path, precisions=("fp16",))
+    assert report.verdict == "PASS", report.summary
+    assert report.inputs[0]["shape"] == [1, 1024, 8, 4]
+    assert report.warnings[0].startswith("the dynamic dimensions set to 1 could not run on the CPU")
+    assert "--shape" in report.warnings[0]
+    chosen = check_gpu_compatibility(path, shapes={"x": (1, 2, 8, 4)}, precisions=("fp16",))
+    assert chosen.verdict == "INVALID_MODEL", "a shape the caller chose is never replaced"
+    assert "--shape" not in chosen.summary

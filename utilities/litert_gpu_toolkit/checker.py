@@ -68,7 +68,8 @@ def check_gpu_compatibility(
 
     inputs:    {name: array}, {"sig/name": array}, {sig: {name: array}} or an .npz path (default: seeded random)
     reference: the source model's outputs, same forms with output names; GPU and CPU are compared to them
-    shapes / int_ranges: per input name, for dynamic dims (default 1) and integer value ranges
+    shapes / int_ranges: per input name, for dynamic dims (default 1; when the CPU cannot run a guessed 1,
+               one retry with every non-leading guessed dim at DYNAMIC_RETRY_DIM) and integer value ranges
     min_corr / rtol / atol: the tolerance (see `Tolerance`); precisions: GPU precisions to run
     timeout:   seconds allowed per compile+run child process
     Raises `InputError` (a ValueError) only when the caller's arrays / shapes / ranges / settings do not fit
@@ -80,8 +81,36 @@ def check_gpu_compatibility(
     precisions = tuple(p for p in PRECISIONS if p in precisions) or ("fp16",)
     tol = Tolerance(min_corr=min_corr, rtol=rtol, atol=atol)
     label = "<bytes>" if isinstance(model, (bytes, bytearray)) else str(model)
+    once = (model, label, tol, precisions, timeout, inputs, reference, seed, int_ranges)
+    report, info = _check_once(*once, shapes)
+    guessed = _guessed_dynamic_inputs(info, inputs, shapes) if report.verdict == INVALID_MODEL else {}
+    if not guessed or not any(p.startswith(CPU_RUN_FAILED) for p in report.problems):
+        return report
+    # A dynamic length of 1 is below what many graphs can run (an STFT or a strided conv stem needs a window's
+    # worth of samples): LiteRT's CPU refuses to prepare them. One retry at a longer guess before giving up.
+    retry_shapes = {**(shapes or {}), **guessed}
+    retried, _ = _check_once(*once, retry_shapes)
+    names = ", ".join(f"{key} {list(shape)}" for key, shape in guessed.items())
+    if retried.verdict != INVALID_MODEL:
+        retried.warnings.insert(0, f"the dynamic dimensions set to 1 could not run on the CPU ({report.summary}); "
+                                   f"checked at {names} instead: pass the real shape with --shape NAME=... "
+                                   "(shapes={...})")
+        return retried
+    report.problems.append(f"the dynamic dimensions were guessed (1, then {DYNAMIC_RETRY_DIM}) and neither "
+                           "runs: pass the model's real input shape with --shape NAME=... (shapes={...})")
+    report.summary += f"; pass the real input shape with --shape (dynamic dimensions guessed as 1, then " \
+                      f"{DYNAMIC_RETRY_DIM})"
+    return report
+
+
+DYNAMIC_RETRY_DIM = 1024      # the second guess for a dynamic non-leading dimension (a leading one stays 1: batch)
+CPU_RUN_FAILED = "LiteRT could not compile or run the model on the CPU"
+
+
+def _check_once(model, label, tol, precisions, timeout, inputs, reference, seed, int_ranges, shapes):
     report = Report(model=label, verdict=INVALID_MODEL, summary="", tolerance={**asdict(tol), "text": tol.describe()})
     ctx = _Context(model, label, report, tol, precisions, timeout, time.perf_counter())
+    info = None
     try:
         info = _step_static(ctx)
         prepared = _step_inputs(ctx, info, inputs, reference, seed, shapes, int_ranges)
@@ -91,7 +120,25 @@ def check_gpu_compatibility(
         verdict, summary = _step_verdict(ctx, info, gpu, numerics)
     except _Verdict as v:
         verdict, summary = v.verdict, v.summary
-    return ctx.finish(verdict, summary)
+    return ctx.finish(verdict, summary), info
+
+
+def _guessed_dynamic_inputs(info, inputs, shapes) -> dict:
+    """{"sig/name": retry shape} for every dynamic input whose shape the checker chose itself (no caller arrays,
+    no shape for it): each dynamic dimension but a leading one becomes DYNAMIC_RETRY_DIM."""
+    if info is None or inputs is not None:
+        return {}
+    shapes = shapes or {}
+    guessed = {}
+    for sig in info.signatures:
+        for name, t in sig.inputs.items():
+            if not t.is_dynamic or f"{sig.key}/{name}" in shapes or name in shapes:
+                continue
+            dims = tuple(1 if d < 0 and i == 0 else DYNAMIC_RETRY_DIM if d < 0 else int(d)
+                         for i, d in enumerate(t.shape_signature))
+            if any(d == DYNAMIC_RETRY_DIM and s < 0 for d, s in zip(dims, t.shape_signature)):
+                guessed[f"{sig.key}/{name}"] = dims
+    return guessed
 
 
 def validate_settings(*, min_corr=None, rtol=None, atol=None, timeout=None, seed=None) -> None:
