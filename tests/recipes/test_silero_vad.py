@@ -119,7 +119,8 @@ def test_recipe_graph_native_matches_python(pipeline, gpu):
     samples = [feed_one({"audio": steps[k:k + 1], "h": ref["h_in"][k:k + 1], "c": ref["c_in"][k:k + 1]})
                for k in chunks]
     key = read_model_info(pipeline["model"]).signatures[0].key
-    report = compare_native_with_python(pipeline["model"], {key: samples})
+    report = compare_native_with_python(pipeline["model"], {key: samples},
+                                        settings=(("cpu", False), ("gpu", False), ("gpu", True)))
     assert report["gpu"]["residency"] == report["gpu-fp32"]["residency"]
     assert "(strict GPU)" in report["gpu"]["residency"]
     print("native vs python, max |diff|:", {k: v["max_abs_diff"] for k, v in report.items()})
