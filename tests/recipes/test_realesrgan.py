@@ -26,8 +26,8 @@ def test_recipe_end_to_end(gpu, tmp_path, scale):
     tile = ["--scale", str(scale), "--tile", "64"]
     exported = _run(["export_sr.py", *tile], env)
     graph = RECIPE / "artifacts" / f"realesrgan_x{scale}_t64.tflite"
-    compare_native_with_python(graph, random_inputs(graph))   # the phone's runner built here = the Python path
-    if scale == 3:
+    if scale == 3:   # the phone's runner built here = the Python path (one scale: CI's budget)
+        compare_native_with_python(graph, random_inputs(graph))
         assert "patch_interpolate" in exported or "rewrites" in exported
     _run(["dump_sr_ref.py", *tile, "--crop", "96", "--photos", "astronaut"], env)
     verified = _run(["verify_sr.py", *tile], env)
