@@ -19,26 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from .arguments import add_verbose_argument, seed
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
-    return value
+from .arguments import add_verbose_argument, positive_float, positive_int, seed
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,13 +33,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="what the graph computes (listed above)")
     p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT",
                    help="the folder that receives the files (made if missing)")
-    p.add_argument("--seq-len", type=_positive_int, default=128,
+    p.add_argument("--seq-len", type=positive_int, default=128,
                    help="text: the fixed sequence length (default: 128); text-generation: the prefill length")
-    p.add_argument("--image-size", type=_positive_int, default=None,
+    p.add_argument("--image-size", type=positive_int, default=None,
                    help="image tasks: the square input's side (default: the config's image_size, else 224)")
-    p.add_argument("--audio-seconds", type=_positive_float, default=1.0,
+    p.add_argument("--audio-seconds", type=positive_float, default=1.0,
                    help="audio tasks: the fixed clip length in seconds (default: 1.0)")
-    p.add_argument("--cache-len", type=_positive_int, default=256,
+    p.add_argument("--cache-len", type=positive_int, default=256,
                    help="text-generation: the decode graph's KV-cache rows (default: 256)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the example inputs (default: 0)")
     p.add_argument("--no-check", action="store_true",

@@ -87,6 +87,21 @@ def add_ref_argument(parser: argparse.ArgumentParser, default: Path, *, writes: 
                         help=f"the reference outputs {verb} (default: {shown})")
 
 
+def add_image_size_arguments(parser: argparse.ArgumentParser, *, multiple: int | None = None,
+                             default: tuple[int, int] = (480, 640)) -> None:
+    """--height / --width of an image graph. An export passes `multiple` (the network's stride) and checks the
+    parsed values with `check_image_size`; a dump or verify names the size of the export it goes with."""
+    what = f", a multiple of {multiple}" if multiple else " of the export"
+    parser.add_argument("--height", type=int, default=default[0], help=f"image height{what} (default {default[0]})")
+    parser.add_argument("--width", type=int, default=default[1], help=f"image width{what} (default {default[1]})")
+
+
+def check_image_size(parser: argparse.ArgumentParser, args, multiple: int) -> None:
+    """Exit with a usage error unless --height and --width are positive multiples of `multiple`."""
+    if args.height % multiple or args.width % multiple or min(args.height, args.width) < multiple:
+        parser.error(f"--height and --width must be positive multiples of {multiple}")
+
+
 def finish_export(path: Path, args=None, *, graph: str | None = None, extra: dict | None = None) -> Path:
     """After an export wrote `path`: the provenance sidecar and one line saying what was written."""
     from .provenance import write_provenance

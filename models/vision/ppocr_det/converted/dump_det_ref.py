@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from litert_gpu_toolkit.recipe import add_weights_argument, script_parser
+from litert_gpu_toolkit.recipe import add_image_size_arguments, add_weights_argument, check_image_size, script_parser
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "ch_PP-OCRv4_det_infer.onnx in the rapidocr-onnxruntime wheel; or a path to that ONNX file"
@@ -27,13 +27,11 @@ def main() -> int:
     add_weights_argument(parser, WEIGHTS)
     parser.add_argument("--ref", type=Path, default=None, metavar="NPZ",
                         help="the reference .npz to write (default: artifacts/det_<height>x<width>_ref.npz)")
-    parser.add_argument("--height", type=int, default=480, help="image height of the export (default 480)")
-    parser.add_argument("--width", type=int, default=640, help="image width of the export (default 640)")
+    add_image_size_arguments(parser)
     parser.add_argument("--images", nargs="+", default=list(IMAGES), metavar="NAME",
                         help=f"'rendered' or scikit-image photo names (default: {' '.join(IMAGES)})")
     args = parser.parse_args()
-    if args.height % 32 or args.width % 32 or min(args.height, args.width) < 32:
-        parser.error("--height and --width must be positive multiples of 32")
+    check_image_size(parser, args, 32)
 
     import ppocr_det
     import torch

@@ -15,7 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from litert_gpu_toolkit.recipe import add_model_argument, add_weights_argument, finish_export, script_parser
+from litert_gpu_toolkit.recipe import (add_image_size_arguments, add_model_argument, add_weights_argument,
+                                       check_image_size, finish_export, script_parser)
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "ch_PP-OCRv4_det_infer.onnx in the rapidocr-onnxruntime wheel; or a path to that ONNX file"
@@ -30,13 +31,11 @@ def main() -> int:
     parser = script_parser(__doc__)
     add_weights_argument(parser, WEIGHTS)
     add_model_argument(parser, None, writes=True, default_text="artifacts/det_<height>x<width>[_plain].tflite")
-    parser.add_argument("--height", type=int, default=480, help="input height, a multiple of 32 (default 480)")
-    parser.add_argument("--width", type=int, default=640, help="input width, a multiple of 32 (default 640)")
+    add_image_size_arguments(parser, multiple=32)
     parser.add_argument("--plain", action="store_true",
                         help="export without the rewrites (reproduces the README's plain run)")
     args = parser.parse_args()
-    if args.height % 32 or args.width % 32 or min(args.height, args.width) < 32:
-        parser.error("--height and --width must be positive multiples of 32")
+    check_image_size(parser, args, 32)
 
     import numpy as np
     import ppocr_det

