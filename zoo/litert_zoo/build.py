@@ -1,7 +1,8 @@
 """What every zoo builder shares: seeded inputs, a wrapper that returns what users read, the torchvision shim.
 
 Every builder returns a zero-argument function; calling it imports the model's library, builds the model from a
-config (nothing is downloaded), redraws its weights (`weights.redraw_weights`), sets its BatchNorm statistics from
+config (nothing is downloaded), redraws its weights (`weights.redraw_weights`; in the `trained` mode also
+`weights.apply_trained_ranges`), sets its BatchNorm statistics from
 the example inputs (`weights.calibrate_batch_norms`) and returns
 `(module, example inputs tuple)`. The module takes the inputs positionally and returns every tensor a user
 reads (see `user_outputs`).
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .weights import calibrate_batch_norms, redraw_weights
+from .weights import activations_mode, apply_trained_ranges, calibrate_batch_norms, redraw_weights
 
 # Fields of a model output that are never what a user reads from a converted file: per-layer stacks and caches.
 SKIPPED_FIELDS = ("hidden_states", "attentions", "cross_attentions", "encoder_hidden_states",
@@ -65,11 +66,14 @@ def wrap(model, names: tuple[str, ...] = (), call: Callable | None = None):
 def built(model, inputs, call: Callable | None = None):
     """Redraw `model`'s weights and wrap it; `inputs` is a tuple (positional) or a dict (keyword inputs)."""
     model = model.eval()
-    redraw_weights(model)
+    mode = activations_mode()
+    redraw_weights(model, activations=mode)
     if isinstance(inputs, dict):
         wrapped, args = wrap(model, tuple(inputs), call), tuple(inputs.values())
     else:
         wrapped, args = wrap(model, (), call), tuple(inputs)
+    if mode == "trained":            # before the BatchNorm calibration: later layers bound what it plants
+        apply_trained_ranges(model, lambda: wrapped(*args))
     try:                             # eight draws in one batch: statistics over more than a few positions
         calibrate_batch_norms(model, lambda: wrapped(*_calibration_inputs(args, 8)))
     except Exception:                # noqa: BLE001 - a model fixed to its example's batch: one draw

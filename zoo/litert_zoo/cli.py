@@ -7,6 +7,7 @@
     .venv-zoo/bin/python zoo/run.py --only vit,bert --rerun
     .venv-zoo/bin/python zoo/run.py --list             # the rows, no conversion
     .venv-zoo/bin/python zoo/run.py --table-only       # regenerate README.md from results.json
+    .venv-zoo/bin/python zoo/run.py --activations trained --fast   # trained ranges planted (zoo/trained/)
 
 Every model is built from a config with random weights redrawn by the rule in `litert_zoo/weights.py`; nothing
 is downloaded (HF_HUB_OFFLINE=1). Each row runs in its own child process (a crash or a hang is that row's result,
@@ -38,6 +39,7 @@ from .guard import describe, regressions
 from .models import HELD_OUT, LIBRARIES, ROWS, ZOO
 from .rows import load_results, save_results
 from .runner import TIMEOUT_S, environment, run_isolated
+from .weights import ACTIVATIONS, ACTIVATIONS_ENV
 from .table import _fmt_corr, _why, write_readme
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1]          # zoo/: results.json and README.md live there
@@ -63,6 +65,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", default="", help="comma-separated row names (see --list)")
     p.add_argument("--held-out", action="store_true", help="run the held-out rows (litert_zoo/models/held_out.py: "
                    "architectures the toolkit was not developed on) instead; --out defaults to zoo/held_out")
+    p.add_argument("--activations", choices=ACTIVATIONS, default="o1",
+                   help="o1: weights redrawn so activations are O(1) (default); trained: the same, then trained "
+                        "ranges planted (outlier stream channels x400, large BatchNorm channels, tiny layer scales; "
+                        "litert_zoo/weights.py); --out then defaults to a trained/ folder beside the o1 results")
     p.add_argument("--rerun", action="store_true", help="redo rows already in results.json (default: resume)")
     p.add_argument("--jobs", type=int, default=1, help="rows converted at once (default %(default)s)")
     p.add_argument("--baseline", type=Path, help="results.json the guard compares with "
@@ -137,8 +143,12 @@ def _report(bar, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.held_out and args.out == DEFAULT_OUT:
-        args.out = DEFAULT_OUT / "held_out"
+    if args.out == DEFAULT_OUT:
+        args.out = DEFAULT_OUT / "held_out" if args.held_out else DEFAULT_OUT
+        args.out = args.out / "trained" if args.activations == "trained" else args.out
+    import os
+
+    os.environ[ACTIVATIONS_ENV] = args.activations     # the rows' child processes build in this mode
     if args.list:
         for m in (HELD_OUT.values() if args.held_out else ROWS):
             print(f"{m.name:32s} {m.library:12s} {m.domain:12s}{' (fast)' if m.fast else ''}")

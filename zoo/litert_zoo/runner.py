@@ -122,7 +122,9 @@ def run_isolated(name: str, workdir: Path, timeout: float = TIMEOUT_S) -> ZooRow
 def environment() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
-    env = {}
+    from .weights import activations_mode
+
+    env = {"activations": activations_mode()}
     for pkg in ("ai-edge-litert", "litert-torch", "torch", "transformers", "timm", "torchvision", "diffusers",
                 "ultralytics"):
         try:

@@ -20,12 +20,53 @@ init leaves some conv models at ~1e-25, which would make any numeric check meani
     from the data) made the random residual stacks chaotic -- in a random MobileNetV2 an fp32 rounding difference
     doubled every 1.5 blocks -- which no trained network does either.
 
+The second mode, `trained` (`zoo/run.py --activations trained`, results in zoo/trained/), starts from the same
+O(1) weights and then plants the ranges trained networks reach and random ones never do (`apply_trained_ranges`,
+deterministic, no data):
+
+  * outlier channels in every residual stream: two channels of the stream (indices `outlier_channels(width)`)
+    carry x400 the other channels' scale (LLM residual streams reach hundreds to thousands in a few channels).
+    The stream widths are the widths the model's LayerNorm / RMSNorm layers normalise; the channels are scaled
+    where the stream starts: in every nn.Embedding of that width (token, position and type tables), or, for a
+    model with no such table, in the first conv / linear layer (in execution order) whose output has that many
+    channels, plus every free parameter of that width (class tokens, position tables);
+  * large BN-folded weights: in every BatchNorm, one channel in 16 gets weight x32 and bias +16, so after a ReLU
+    those channels are large and all positive, and a global pool over them sums large values; set before
+    `calibrate_batch_norms`, so the next BatchNorm still bounds what it receives;
+  * tiny layer scales: the parameters the rule above sets to U(0.5, 1) (layer scales, gammas) are drawn
+    log-uniform in [1e-5, 1e-1] instead, so a block's contribution can sit near fp16's subnormal range
+    (6e-8 .. 6e-5).
+
 Importing this module does not import torch; redrawing does.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
+
+ACTIVATIONS = ("o1", "trained")
+ACTIVATIONS_ENV = "LITERT_ZOO_ACTIVATIONS"      # how the zoo's child processes learn the mode
+STREAM_OUTLIER = 400.0      # scale of a residual stream's outlier channels
+BN_OUTLIER = (32.0, 16.0)   # (weight factor, bias) of one BatchNorm channel in BN_EVERY
+BN_EVERY = 16
+LAYER_SCALE_RANGE = (1e-5, 1e-1)
+FREE_STREAM_NAMES = ("token", "pos", "embed")    # free parameters that are added into a stream where it starts
+
+
+def activations_mode() -> str:
+    """The weight mode of this process: LITERT_ZOO_ACTIVATIONS (o1 by default)."""
+    import os
+
+    mode = os.environ.get(ACTIVATIONS_ENV, "o1") or "o1"
+    if mode not in ACTIVATIONS:
+        raise ValueError(f"{ACTIVATIONS_ENV}={mode!r}: expected one of {', '.join(ACTIVATIONS)}")
+    return mode
+
+
+def outlier_channels(width: int) -> list[int]:
+    """The stream channels that carry outliers in `trained` mode: two, spread apart (one when width < 3)."""
+    return sorted({width // 3, min(width - 1, (2 * width) // 3 + 1)})
 
 
 
@@ -54,8 +95,9 @@ def _seeded(build: Callable) -> Callable:
     return make
 
 
-def redraw_weights(model, seed: int = 0) -> None:
-    """Redraw `model`'s weights in place so activations are O(1) (see the module docstring)."""
+def redraw_weights(model, seed: int = 0, activations: str = "o1") -> None:
+    """Redraw `model`'s weights in place so activations are O(1) (see the module docstring); `activations=
+    "trained"` draws layer scales log-uniform in LAYER_SCALE_RANGE instead (the rest is `apply_trained_ranges`)."""
     import torch
     from torch import nn
 
@@ -98,8 +140,12 @@ def redraw_weights(model, seed: int = 0) -> None:
         if p.numel() and float(p.detach().abs().max()) < 1e-3:
             leaf = name.rsplit(".", 1)[-1].lower()
             if any(k in leaf for k in ("scale", "gamma", "lambda")):
+                lo, hi = (0.5, 1.0) if activations == "o1" else LAYER_SCALE_RANGE
                 with torch.no_grad():
-                    p.copy_(torch.rand(p.shape, generator=g) * 0.5 + 0.5)
+                    if activations == "o1":
+                        p.copy_(torch.rand(p.shape, generator=g) * (hi - lo) + lo)
+                    else:   # log-uniform: every decade of the range equally often
+                        p.copy_(torch.exp(torch.empty(p.shape).uniform_(math.log(lo), math.log(hi), generator=g)))
             else:
                 normal_(p, 0.02)
 
@@ -134,3 +180,73 @@ def calibrate_batch_norms(model, run: Callable[[], object]) -> int:
         for h in handles:
             h.remove()
     return len(done)
+
+
+def _stream_widths(model) -> set[int]:
+    """The widths the model's LayerNorm / RMSNorm layers normalise over: its residual streams."""
+    from torch import nn
+
+    widths = set()
+    for m in model.modules():
+        if isinstance(m, nn.LayerNorm) and m.normalized_shape:
+            widths.add(int(m.normalized_shape[-1]))
+        elif type(m).__name__.lower().endswith("rmsnorm"):
+            w = getattr(m, "weight", None)
+            if w is not None and w.dim() == 1:
+                widths.add(int(w.shape[0]))
+    return widths
+
+
+def apply_trained_ranges(model, run: Callable[[], object]) -> dict:
+    """Plant trained-network ranges in `model` (the `trained` mode of the module docstring), in place. `run()` is
+    one forward pass, used to find the first layer writing each stream. Returns what was changed (for tests and
+    notes): {"embeddings": n, "writers": [names], "free": [names], "batch_norms": n}."""
+    import torch
+    from torch import nn
+
+    changed = {"embeddings": 0, "writers": [], "free": [], "batch_norms": 0}
+    widths = _stream_widths(model)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.Embedding) and m.embedding_dim in widths:
+                m.weight[:, outlier_channels(m.embedding_dim)] *= STREAM_OUTLIER
+                changed["embeddings"] += 1
+        started = {m.embedding_dim for m in model.modules() if isinstance(m, nn.Embedding)} & widths
+        todo = widths - started
+        if todo:
+            order: list[tuple[str, nn.Module]] = []
+            names = {id(m): n for n, m in model.named_modules()}
+            layers = [m for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d))]
+            handles = [m.register_forward_hook(lambda mod, _i, _o: order.append((names[id(mod)], mod)))
+                       for m in layers]
+            try:
+                run()
+            finally:
+                for h in handles:
+                    h.remove()
+            for name, m in order:
+                width = m.out_features if isinstance(m, nn.Linear) else m.out_channels
+                if width in todo:
+                    idx = outlier_channels(width)
+                    m.weight[idx] *= STREAM_OUTLIER
+                    if m.bias is not None:
+                        m.bias[idx] *= STREAM_OUTLIER
+                    changed["writers"].append(name)
+                    todo.discard(width)
+            started = widths - todo
+            # class / mask tokens and position tables join the stream where it starts: the same channels
+            for name, p in model.named_parameters():
+                owner = model.get_submodule(name.rpartition(".")[0])
+                leaf = name.rpartition(".")[2].lower()
+                if p.dim() >= 2 and int(p.shape[-1]) in started and any(k in leaf for k in FREE_STREAM_NAMES) \
+                        and not isinstance(owner, (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Embedding)):
+                    p[..., outlier_channels(int(p.shape[-1]))] *= STREAM_OUTLIER
+                    changed["free"].append(name)
+        for m in model.modules():
+            if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.affine:
+                c = m.num_features
+                idx = list(range(5 % c, c, BN_EVERY)) if c >= BN_EVERY else [c // 2]
+                m.weight[idx] *= BN_OUTLIER[0]
+                m.bias[idx] = BN_OUTLIER[1]
+                changed["batch_norms"] += 1
+    return changed

@@ -57,11 +57,12 @@ def _decode_step(cls_name: str, config_name: str, past: int = 8, **config):
         import transformers
         from torch import nn
 
-        from ..weights import redraw_weights
+        from ..weights import activations_mode, apply_trained_ranges, redraw_weights
 
         cfg = _config(config_name, config)
         model = getattr(transformers, cls_name)(cfg).eval()
-        redraw_weights(model)
+        mode = activations_mode()
+        redraw_weights(model, activations=mode)
         heads = cfg.num_attention_heads
         kv_heads = getattr(cfg, "num_key_value_heads", None) or heads
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
@@ -84,7 +85,10 @@ def _decode_step(cls_name: str, config_name: str, past: int = 8, **config):
         g = torch.Generator().manual_seed(1)
         token = torch.randint(0, cfg.vocab_size, (1, 1), generator=g)
         kv = tuple(torch.randn(1, kv_heads, past, head_dim, generator=g) for _ in range(2 * layers))
-        return DecodeStep().eval(), (token, *kv)
+        step = DecodeStep().eval()
+        if mode == "trained":
+            apply_trained_ranges(model, lambda: step(token, *kv))
+        return step, (token, *kv)
     return build
 
 

@@ -1,0 +1,144 @@
+"""The zoo's `trained` weight mode (litert_zoo/weights.py): it plants the ranges trained networks reach -- outlier
+channels in residual streams, large BatchNorm channels, tiny layer scales -- deterministically, and those ranges
+are the ones that break fp16 (a stock norm's x*x overflows); the GPU test runs two rows end to end in that mode."""
+import pytest
+import torch
+from torch import nn
+
+from litert_zoo.rows import load_results
+from litert_zoo.weights import (BN_EVERY, BN_OUTLIER, LAYER_SCALE_RANGE, activations_mode,
+                                apply_trained_ranges, outlier_channels, redraw_weights)
+
+from test_zoo import _zoo, zoo_python
+
+
+class PreNormLM(nn.Module):
+    """Token table -> two pre-norm residual blocks -> norm -> head: the shape of a decoder's stream."""
+
+    def __init__(self, width=48):
+        super().__init__()
+        self.embed = nn.Embedding(100, width)
+        self.norms = nn.ModuleList(nn.LayerNorm(width) for _ in range(2))
+        self.mlps = nn.ModuleList(nn.Linear(width, width) for _ in range(2))
+        self.layer_scale = nn.Parameter(torch.zeros(width))      # tiny by default: a layer scale
+        self.final = nn.LayerNorm(width)
+        self.head = nn.Linear(width, 100)
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        for norm, mlp in zip(self.norms, self.mlps):
+            x = x + self.layer_scale * mlp(norm(x))
+        self.stream = x
+        return self.head(self.final(x))
+
+
+class PatchViT(nn.Module):
+    """A vision stream with no token table: a patch conv starts it, a class token and a position table join it."""
+
+    def __init__(self, width=32):
+        super().__init__()
+        self.patch = nn.Conv2d(3, width, 8, 8)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, width))
+        self.pos_embed = nn.Parameter(torch.zeros(1, 17, width))
+        self.norm = nn.LayerNorm(width)
+        self.proj = nn.Linear(width, width)      # runs after the patch conv: not where the stream starts
+
+    def forward(self, x):
+        t = self.patch(x).flatten(2).transpose(1, 2)
+        t = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), t], 1) + self.pos_embed
+        self.stream = t
+        return self.proj(self.norm(t))
+
+
+def _trained(model, *inputs):
+    redraw_weights(model, activations="trained")
+    return apply_trained_ranges(model, lambda: model(*inputs))
+
+
+def test_stream_outliers_overflow_a_stock_norm_in_fp16():
+    model, ids = PreNormLM().eval(), torch.randint(0, 100, (1, 16))
+    changed = _trained(model, ids)
+    assert changed["embeddings"] == 1 and not changed["writers"]
+    with torch.no_grad():
+        model(ids)
+    peak = model.stream.abs().amax((0, 1))
+    hot = outlier_channels(48)
+    cold = [c for c in range(48) if c not in hot]
+    assert float(peak[hot].min()) > 100 * float(peak[cold].median())           # x100 or more
+    assert float(peak.max()) ** 2 > 65504                                       # x*x leaves fp16's range
+    assert not torch.isfinite(model.stream.half() * model.stream.half()).all()
+    lo, hi = LAYER_SCALE_RANGE
+    assert lo <= float(model.layer_scale.detach().min()) and float(model.layer_scale.detach().max()) <= hi
+
+
+def test_a_stream_with_no_token_table_starts_at_the_first_writer():
+    model, x = PatchViT().eval(), torch.randn(1, 3, 32, 32)
+    changed = _trained(model, x)
+    assert changed["writers"] == ["patch"] and sorted(changed["free"]) == ["cls_token", "pos_embed"]
+    with torch.no_grad():
+        model(x)
+    hot = outlier_channels(32)
+    peak = model.stream.abs().amax((0, 1))
+    assert float(peak[hot].min()) > 50 * float(peak[[c for c in range(32) if c not in hot]].median())
+
+
+def test_batch_norm_channels_are_planted_and_the_mode_is_deterministic():
+    def build():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Conv2d(3, 32, 3), nn.BatchNorm2d(32), nn.ReLU(), nn.AdaptiveAvgPool2d(1)).eval()
+
+    x = torch.randn(1, 3, 16, 16)
+    a, b = build(), build()
+    assert _trained(a, x)["batch_norms"] == 1
+    _trained(b, x)
+    assert all(torch.equal(p, q) for p, q in zip(a.state_dict().values(), b.state_dict().values()))
+    bn = a[1]
+    planted = list(range(5, 32, BN_EVERY))
+    assert torch.all(bn.bias[planted] == BN_OUTLIER[1])
+    others = [c for c in range(32) if c not in planted]
+    assert float(bn.weight[planted].abs().min()) > 10 * float(bn.weight[others].abs().max())
+
+
+def test_the_mode_comes_from_the_environment(monkeypatch):
+    monkeypatch.delenv("LITERT_ZOO_ACTIVATIONS", raising=False)
+    assert activations_mode() == "o1"
+    monkeypatch.setenv("LITERT_ZOO_ACTIVATIONS", "trained")
+    assert activations_mode() == "trained"
+    monkeypatch.setenv("LITERT_ZOO_ACTIVATIONS", "huge")
+    with pytest.raises(ValueError, match="expected one of"):
+        activations_mode()
+    out = _zoo("--activations", "huge", "--list")
+    assert out.returncode == 2 and "invalid choice" in out.stderr
+
+
+@pytest.mark.gpu
+def test_the_norm_wall_fires_only_under_trained_ranges(gpu, tmp_path, monkeypatch):
+    """The zoo's Llama row without the RMSNorm rewrite: fine with O(1) weights, wrong in fp16 once the stream
+    carries trained outliers; the defaults PASS in both modes (strict GPU-only, llvmpipe fp16)."""
+    from litert_gpu_toolkit import convert_for_gpu
+    from litert_zoo.models import ZOO
+
+    verdicts = {}
+    for mode in ("o1", "trained"):
+        monkeypatch.setenv("LITERT_ZOO_ACTIVATIONS", mode)
+        model, inputs = ZOO["llama"].build()
+        for label, kw in (("defaults", {}), ("no_rmsnorm", {"exclude": ["patch_rmsnorm"]})):
+            res = convert_for_gpu(model, inputs, tmp_path / f"{mode}_{label}.tflite", diagnose_budget_s=0, **kw)
+            verdicts[mode, label] = (res.verdict, res.attempts[-1:] if res.attempts else None)
+    assert verdicts["o1", "defaults"][0] == "PASS" and verdicts["trained", "defaults"][0] == "PASS", verdicts
+    assert verdicts["o1", "no_rmsnorm"][0] == "PASS", verdicts
+    assert verdicts["trained", "no_rmsnorm"][0] == "NUMERICS_FAIL", verdicts
+
+
+@pytest.mark.gpu
+def test_a_trained_row_passes_through_the_zoo_command(gpu, tmp_path):
+    """`zoo/run.py --activations trained` end to end on a ResNet (large BatchNorm channels into a global pool)."""
+    out = _zoo("--activations", "trained", "--only", "tv_resnet18", "--out", str(tmp_path), timeout=900,
+               python=zoo_python())
+    got = load_results(tmp_path / "results.json")
+    assert set(got) == {"tv_resnet18"}, out.stdout[-2000:] + out.stderr[-2000:]
+    row = got["tv_resnet18"]
+    assert row.passed and row.gpu.corr_fp16 >= 0.999 and "strict GPU" in row.gpu.residency, row
+    readme = (tmp_path / "README.md").read_text()
+    assert "with trained ranges planted" in readme and "--activations trained" in readme
+    assert out.returncode == 0, out.stderr[-2000:]
