@@ -123,7 +123,8 @@ def test_the_norm_wall_fires_only_under_trained_ranges(gpu, tmp_path, monkeypatc
         monkeypatch.setenv("LITERT_ZOO_ACTIVATIONS", mode)
         model, inputs = ZOO["llama"].build()
         for label, kw in (("defaults", {}), ("no_rmsnorm", {"exclude": ["patch_rmsnorm"]})):
-            res = convert_for_gpu(model, inputs, tmp_path / f"{mode}_{label}.tflite", diagnose_budget_s=0, **kw)
+            res = convert_for_gpu(model, inputs, tmp_path / f"{mode}_{label}.tflite", diagnose_budget_s=0,
+                                  fallback=False, **kw)
             verdicts[mode, label] = (res.verdict, res.attempts[-1:] if res.attempts else None)
     assert verdicts["o1", "defaults"][0] == "PASS" and verdicts["trained", "defaults"][0] == "PASS", verdicts
     assert verdicts["o1", "no_rmsnorm"][0] == "PASS", verdicts
