@@ -61,6 +61,24 @@ def test_auto_boundaries_pick_the_repeated_blocks():
     assert auto_boundaries(Deep(3)) == ["layers.0", "layers.1", "layers.2"]
 
 
+def test_a_flat_graph_behind_a_wrapper_is_tapped_at_its_layers():
+    """A torch.fx GraphModule (what onnx2torch and symbolic tracing give: no ModuleList / Sequential left) wrapped
+    in a single-child module, as GpuRewriteWrapper wraps a model: the taps are its layers, in execution order."""
+    flat = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Conv1d(4, 8, 3), torch.nn.ReLU(),
+                                                       torch.nn.Conv1d(8, 8, 3), torch.nn.Tanh()))
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = flat
+
+        def forward(self, x):
+            return self.model(x) * 2
+
+    names = auto_boundaries(Wrapper(), (torch.randn(1, 4, 16),))
+    assert names == ["model.0", "model.1", "model.2", "model.3", ""], names
+
+
 def test_planted_overflow_block_is_found(gpu):
     torch.manual_seed(0)
     report = bisect(Planted(), (torch.randn(1, 16, 64),), progress=False)

@@ -29,6 +29,17 @@ def _blocks(model) -> list[str]:
     return found
 
 
+def _flat_children(model) -> list[str]:
+    """The children of the first module below the root that has more than one (through single-child wrappers such
+    as GpuRewriteWrapper): a flat graph -- a torch.fx GraphModule, an onnx2torch import -- is tapped at its layers."""
+    prefix, module = "", model
+    while True:
+        kids = list(module.named_children())
+        if len(kids) != 1:
+            return [f"{prefix}.{n}" if prefix else n for n, _ in kids]
+        prefix, module = (f"{prefix}.{kids[0][0]}" if prefix else kids[0][0]), kids[0][1]
+
+
 def execution_order(model, example_inputs: Sequence, forward=None) -> tuple[dict[str, int], object]:
     """Module path -> rank at which its forward first returned, and the model's output, from one torch run."""
     import torch
@@ -67,7 +78,7 @@ def auto_boundaries(model, example_inputs: Sequence | None = None, max_boundarie
             if isinstance(module, (nn.ModuleList, nn.Sequential)) and len(module) > best_n:
                 best, best_n = name, len(module)
         names = ([f"{best}.{i}" if best else str(i) for i in range(best_n)] if best is not None
-                 else [name for name, _ in model.named_children()])
+                 else _flat_children(model))
     if example_inputs is not None:
         order, out = traced or execution_order(model, example_inputs, forward)
         names = sorted((n for n in names if n in order), key=order.__getitem__)
