@@ -110,8 +110,14 @@ class PrecisionPlan:
 
     @classmethod
     def load(cls, path: str | Path) -> "PrecisionPlan":
-        data = json.loads(Path(path).read_text())
-        return cls([PlanGraph(**g) for g in data["graphs"]], data.get("whole"))
+        """A saved plan; graph paths that are relative are read from the plan file's folder (a plan moves with it)."""
+        path = Path(path)
+        data = json.loads(path.read_text())
+        graphs = [PlanGraph(**g) for g in data["graphs"]]
+        for g in graphs:
+            g.path = str(path.parent / g.path) if not Path(g.path).is_absolute() else g.path
+        whole = data.get("whole")
+        return cls(graphs, str(path.parent / whole) if whole and not Path(whole).is_absolute() else whole)
 
     def run(self, inputs: dict[str, np.ndarray], *, repeats: int = 1, timeout: float = 600.0):
         """Run the chain: each graph strictly on the GPU in its precision, its output fed to the next.
