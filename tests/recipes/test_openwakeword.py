@@ -105,3 +105,8 @@ def test_recipe_export_dump_verify(gpu, tmp_path):
     assert fp16["gates"]["strict GPU residency N/N"], fp16
     assert 0 < fp16["metrics"]["score_max_abs_vs_torch"] < 0.5
     assert records["host-gpu-fp32"]["metrics"]["score_max_abs_vs_torch"] < 1e-4
+    # the precision plan the README recommends: the mel graph fp32, the other two fp16 -- every gate passes
+    proc = run_script("verify_oww.py", "--model", tmp_path, "--ref", ref, "--fp32-graphs", "mel", env=env)
+    plan = json.loads((tmp_path / "results.json").read_text())["pipeline_mel-fp32@host-gpu"]
+    assert plan["passed"] and plan["metrics"]["score_max_abs_vs_torch"] <= 0.02, proc.stdout
+    assert "mel: GPU residency: 29/29 ops, 1 partition (strict GPU) (fp32)" in plan["residency"]

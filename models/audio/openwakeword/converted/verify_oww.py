@@ -11,6 +11,11 @@ other clip.
 
     python verify_oww.py                          # artifacts/{mel,embedding,hey_jarvis}.tflite, this GPU (fp16)
     python verify_oww.py --device cpu
+    python verify_oww.py --fp32-graphs mel        # a precision plan: the mel graph compiled fp32, the rest fp16
+
+--fp32-graphs compiles the named graphs with fp32 arithmetic on the GPU (still strictly GPU-only) and leaves the
+others in fp16: the pipeline is already three graphs, so this plan needs no cut. It is recorded as its own row
+(graph `pipeline_<names>-fp32`).
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ from litert_gpu_toolkit.recipe import (LATENCY_METRIC, add_model_argument, add_r
 HERE = Path(__file__).resolve().parent
 GRAPHS = ("mel", "embedding", "hey_jarvis")
 SHIPPED = {"mel": "melspectrogram", "embedding": "embedding_model", "hey_jarvis": "hey_jarvis_v0.1"}
+FP32_OF = {"host-gpu": "host-gpu-fp32", "host-native": "host-native-fp32"}   # the same device, fp32 arithmetic
 MAX_SCORE_DIFF = 0.02
 THRESHOLD = 0.5
 
@@ -42,23 +48,28 @@ def run_stage(path: Path, info, batch: list[np.ndarray], device: str):
         out.reshape(len(batch), -1)
 
 
-def chain(paths: dict, infos: dict, clips: np.ndarray, device: str):
-    """The pipeline on every clip with the given graphs: (runs by graph, mel, embeddings, scores) or a failed run."""
+def chain(paths: dict, infos: dict, clips: np.ndarray, device: str | dict):
+    """The pipeline on every clip with the given graphs: (runs by graph, mel, embeddings, scores) or a failed run.
+    `device`: one for every graph, or graph -> device."""
+    if isinstance(device, str):
+        device = dict.fromkeys(GRAPHS, device)
     from dump_oww_ref import mel_chunks
     from oww import embedding_windows, head_windows, mel_to_features
 
     chunks = [mel_chunks(a) for a in clips]
-    run_m, mel = run_stage(paths["mel"], infos["mel"], [c for cs in chunks for c in cs], device)
+    run_m, mel = run_stage(paths["mel"], infos["mel"], [c for cs in chunks for c in cs], device["mel"])
     if mel is None:
         return {"mel": run_m}, None
     mel = mel.reshape(len(clips), len(chunks[0]), 1, 8, 32)
     windows = [embedding_windows(mel_to_features(np.concatenate([m[0] for m in per_clip]))) for per_clip in mel]
-    run_e, emb = run_stage(paths["embedding"], infos["embedding"], [w for ws in windows for w in ws], device)
+    run_e, emb = run_stage(paths["embedding"], infos["embedding"], [w for ws in windows for w in ws],
+                             device["embedding"])
     if emb is None:
         return {"mel": run_m, "embedding": run_e}, None
     emb = emb.reshape(len(clips), len(windows[0]), 96)
     heads = [head_windows(e) for e in emb]
-    run_h, scores = run_stage(paths["hey_jarvis"], infos["hey_jarvis"], [h for hs in heads for h in hs], device)
+    run_h, scores = run_stage(paths["hey_jarvis"], infos["hey_jarvis"], [h for hs in heads for h in hs],
+                                 device["hey_jarvis"])
     runs = {"mel": run_m, "embedding": run_e, "hey_jarvis": run_h}
     if scores is None:
         return runs, None
@@ -72,7 +83,15 @@ def main(argv=None) -> int:
     add_ref_argument(parser, HERE / "artifacts" / "oww_ref.npz", writes=False)
     parser.add_argument("--shipped", type=Path, default=None, metavar="DIR",
                         help="folder of the wheel's own .tflite files (default: the installed openwakeword's)")
+    parser.add_argument("--fp32-graphs", nargs="+", choices=GRAPHS, default=[], metavar="GRAPH",
+                        help=f"compile these graphs ({', '.join(GRAPHS)}) with fp32 arithmetic on a GPU device "
+                             f"({', '.join(FP32_OF)}); the others stay fp16")
     args = parser.parse_args(argv)
+    if args.fp32_graphs and args.device not in FP32_OF:
+        parser.error(f"--fp32-graphs needs a GPU device that also runs fp32 ({', '.join(FP32_OF)}), "
+                     f"not {args.device}")
+    devices = {g: FP32_OF[args.device] if g in args.fp32_graphs else args.device for g in GRAPHS}
+    graph = "pipeline" + (f"_{'+'.join(g for g in GRAPHS if g in args.fp32_graphs)}-fp32" if args.fp32_graphs else "")
     paths = {g: args.model / f"{g}.tflite" for g in GRAPHS}
     infos = {g: load_model(p, "export_oww.py") for g, p in paths.items()}
     ref = load_reference(args.ref, "dump_oww_ref.py")
@@ -80,11 +99,13 @@ def main(argv=None) -> int:
 
     clips, positive = ref["clips"], ref["positive"]
     names = [str(n) for n in ref["names"]]
-    print(f"{len(clips)} clips ({', '.join(names)}) on {args.device}")
-    runs, got = chain(paths, infos, clips, args.device)
+    print(f"{len(clips)} clips ({', '.join(names)}) on {args.device}"
+          + (f" ({', '.join(args.fp32_graphs)} in fp32)" if args.fp32_graphs else ""))
+    runs, got = chain(paths, infos, clips, devices)
     ress = [residency(infos[g], runs[g]) for g in GRAPHS if g in runs]
-    for g, res in zip(GRAPHS, ress):
-        print(f"  {g}: {res.line}")
+    lines = [f"{g}: {r.line}" + (" (fp32)" if g in args.fp32_graphs else "") for g, r in zip(GRAPHS, ress)]
+    for line in lines:
+        print(f"  {line}")
     failed = [g for g in GRAPHS if g in runs and not runs[g].ok]
     for g in failed:
         print_failure(runs[g], g)
@@ -123,8 +144,7 @@ def main(argv=None) -> int:
         if shipped is None:
             print("the shipped .tflite chain did not run on the CPU")
     run = runs.get("hey_jarvis") or runs["mel"]
-    return finish_verify(args, graph="pipeline", run=run, residency="; ".join(f"{g}: {r.line}"
-                                                                              for g, r in zip(GRAPHS, ress)),
+    return finish_verify(args, graph=graph, run=run, residency="; ".join(lines),
                          metrics=metrics, gates=gates, models=paths,
                          headline=["score_max_abs_vs_torch", "score_max_abs_vs_shipped", "detected_positives"])
 
