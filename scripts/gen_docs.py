@@ -12,6 +12,7 @@ Blocks (name: source -> where):
   symptoms  utilities/litert_gpu_toolkit/symptoms.py -> the toolkit's REFERENCE.md
   exit_status  litert_gpu_toolkit/cli.py's EXIT_STATUS (what --help prints) -> the toolkit's README.md
   bench     docs/data/bench_rewrites.json (python scripts/bench_rewrites.py --record) -> the toolkit's REFERENCE.md
+  rewrite_cost docs/data/rewrite_cost.json (python scripts/bench_rewrite_cost.py --record) -> the toolkit's REFERENCE.md
   checker_cost  docs/data/checker_cost.json (python scripts/checker_overhead.py --record) -> REFERENCE.md
   fp16_norms, spectral, masked_attention, constant_blowup
             docs/data/measured.json (python -m pytest ... --record-measurements: the tests that assert the
@@ -35,6 +36,7 @@ from litert_gpu_toolkit.generated import splice
 TOOLKIT_README = ROOT / "utilities" / "litert_gpu_toolkit" / "README.md"
 TOOLKIT_REFERENCE = ROOT / "utilities" / "litert_gpu_toolkit" / "REFERENCE.md"
 BENCH_DATA = ROOT / "docs" / "data" / "bench_rewrites.json"
+REWRITE_COST = ROOT / "docs" / "data" / "rewrite_cost.json"
 CHECKER_COST = ROOT / "docs" / "data" / "checker_cost.json"
 MEASURED = ROOT / "docs" / "data" / "measured.json"          # tests/measurements.py writes it
 ZOO = ROOT / "zoo"
@@ -181,6 +183,35 @@ def render_bench(data: dict) -> str:
     return "\n".join(out)
 
 
+def render_rewrite_cost(data: dict) -> str:
+    """`scripts/bench_rewrite_cost.py`'s rows: the defaults' graph latency over the plain graph's (below 1: faster)."""
+    def cell(entry: dict | None, label: str) -> str:
+        e = (entry or {}).get(label) or {}
+        return f"{e['ms_median']:.1f}" if e.get("ms_median") is not None else e.get("status", "-")
+
+    def ratio(entry: dict | None) -> str:
+        return f"{entry['ratio']:.3f}" if entry and entry.get("ratio") is not None else "-"
+
+    out = [f"Measured with `{data['command']}` on {data['device']}; {data['rounds']} alternating rounds of "
+           f"{data['repeats']} runs per graph, load average {data['load_average_end']} at the end; transformers "
+           f"{data['transformers']}, torch {data['torch']}.", "",
+           "| model | params | ops plain / rewritten | rewrites | CPU ms plain / rewritten | CPU ratio "
+           "| GPU ms plain / rewritten | GPU ratio |", "|---|---:|---|---|---|---:|---|---:|"]
+    for r in data["rows"]:
+        ops = " / ".join(str((r.get(k) or {}).get("ops", (r.get(k) or {}).get("status", "-")))
+                         for k in ("plain", "rewritten"))
+        cpu, gpu = r.get("cpu"), r.get("gpu")
+        out.append(f"| {r['model']} | {r['params'] / 1e6:.1f} M | {ops} | {', '.join(r.get('rewrites', [])) or '-'} "
+                   f"| {cell(cpu, 'plain')} / {cell(cpu, 'rewritten')} | {ratio(cpu)} "
+                   f"| {cell(gpu, 'plain')} / {cell(gpu, 'rewritten')} | {ratio(gpu)} |")
+    s = data["summary"]
+    out += ["", "Median ratio (rewritten / plain) over the rows that ran both graphs: " + "; ".join(
+        f"{d.upper()} {s[d]['median_ratio']:.3f} over {s[d]['rows_with_ratio']} rows"
+        if s[d]["median_ratio"] is not None else f"{d.upper()} - (no row ran both)" for d in ("cpu", "gpu"))
+        + f" (target <= {s['cpu']['target']})."]
+    return "\n".join(out)
+
+
 # -------------------------------------------------------------------------- measured (REFERENCE.md)
 
 def _provenance_line(entry: dict) -> str:
@@ -276,8 +307,8 @@ MEASURED_RENDERERS = {"fp16_norms": render_fp16_norms, "spectral": render_spectr
 
 # ---------------------------------------------------------------------------------------------- zoo
 
-def zoo_page(held_out: bool = False) -> str | None:
-    results = ZOO / ("held_out/results.json" if held_out else "results.json")
+def zoo_page(held_out: bool = False, trained: bool = False) -> str | None:
+    results = ZOO / ("held_out" if held_out else "") / ("trained" if trained else "") / "results.json"
     if not results.exists():
         return None
     sys.path.insert(0, str(ZOO))                  # the zoo is not part of the toolkit: zoo/litert_zoo
@@ -315,6 +346,9 @@ def targets() -> dict[Path, str]:
     if BENCH_DATA.exists():
         update(TOOLKIT_REFERENCE, "bench", "docs/data/bench_rewrites.json",
                render_bench(json.loads(BENCH_DATA.read_text())), "### Benchmark")
+    if REWRITE_COST.exists():
+        update(TOOLKIT_REFERENCE, "rewrite_cost", "docs/data/rewrite_cost.json",
+               render_rewrite_cost(json.loads(REWRITE_COST.read_text())), "### Cost of the default rewrites")
     if CHECKER_COST.exists():
         update(TOOLKIT_REFERENCE, "checker_cost", "docs/data/checker_cost.json",
                render_checker_cost(json.loads(CHECKER_COST.read_text())), "### Cost")
@@ -328,6 +362,9 @@ def targets() -> dict[Path, str]:
     page = zoo_page(held_out=True)
     if page is not None:
         update(ZOO / "held_out" / "README.md", "zoo", "zoo/held_out/results.json", page, "")
+    page = zoo_page(trained=True)
+    if page is not None:
+        update(ZOO / "trained" / "README.md", "zoo", "zoo/trained/results.json", page, "")
     return out
 
 

@@ -1,0 +1,39 @@
+"""scripts/bench_rewrite_cost.py: the plain vs defaults latency table on full-size models (its --quick smoke test)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+SCRIPT = ROOT / "scripts" / "bench_rewrite_cost.py"
+
+
+def _run(*args, timeout=900):
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("args, message", [(["--devices", "tpu"], "--devices"), (["--rounds", "0"], "at least 1"),
+                                           (["--only", "alexnet"], "unknown rows"),
+                                           (["--record", "--quick"], "full-size")])
+def test_bad_arguments_are_clear_errors(args, message):
+    out = _run(*args, timeout=120)
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr[-800:]
+
+
+@pytest.mark.slow
+def test_quick_run_pairs_the_two_graphs_on_the_cpu(tmp_path):
+    out = _run("--quick", "--devices", "cpu", "--rounds", "2", "--repeats", "1", "--only", "resnet50,bert_base",
+               "--json", str(tmp_path / "cost.json"))
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    data = json.loads((tmp_path / "cost.json").read_text())
+    assert [r["model"] for r in data["rows"]] == ["resnet50", "bert_base"]
+    for row in data["rows"]:
+        assert row["plain"]["ops"] > 0 and row["rewritten"]["ops"] > 0, row
+        cpu = row["cpu"]
+        assert cpu["rounds"] == 2 and cpu["ratio"] > 0 and cpu["plain"]["status"] == "ok", row
+    bert = data["rows"][1]
+    assert "patch_safe_layernorm" in bert["rewrites"]          # the insurance the table prices
+    assert data["summary"]["cpu"]["rows_with_ratio"] == 2 and data["summary"]["gpu"]["rows_with_ratio"] == 0
+    assert "| bert_base |" in out.stdout and "Median ratio (rewritten / plain)" in out.stdout
