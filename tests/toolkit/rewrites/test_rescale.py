@@ -101,3 +101,70 @@ def test_rescale_on_the_gpu(gpu, tmp_path):
     result = convert_for_gpu(Hot().eval(), x, tmp_path / "auto.tflite")   # the default applies it by itself
     assert result.verdict == "PASS", result.summary()
     assert "patch_rescale_homogeneous" in {ch.rewrite for ch in result.changes}
+
+
+class HotGated(nn.Module):
+    """A gated MLP (an LLM's SwiGLU block) on an un-normalised stream with an outlier channel: gate and up stay near
+    400, their product reaches ~1e5 (past fp16's 65504) before the down projection brings it back."""
+
+    def __init__(self, width: int = 32, hidden: int = 64):
+        super().__init__()
+        self.gate = nn.Linear(width, hidden, bias=False)
+        self.up = nn.Linear(width, hidden, bias=False)
+        self.down = nn.Linear(hidden, width, bias=False)
+        with torch.no_grad():
+            self.gate.weight.mul_(4.0)
+            self.up.weight.mul_(4.0)
+            self.down.weight.div_(300.0)
+
+    def forward(self, x):
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+def _stream(seed=0, outlier=400.0):
+    x = torch.randn(1, 8, 32, generator=torch.Generator().manual_seed(seed))
+    x[..., 3] *= outlier                                # the outlier channel of a trained residual stream
+    return (x,)
+
+
+def _gated_peak(model, x) -> float:
+    with torch.no_grad():
+        return float((F.silu(model.gate(x)) * model.up(x)).abs().max())
+
+
+def test_rescale_through_a_gated_product_is_bit_identical():
+    torch.manual_seed(0)
+    model, x = HotGated().eval(), _stream()
+    assert _gated_peak(model, *x) > 65504 and float(model.up(*x).abs().max()) < 2 ** 13   # only the product is hot
+    with torch.no_grad():
+        before, w_up, w_down = model(*x), model.up.weight.clone(), model.down.weight.clone()
+    changes = patch_rescale_homogeneous(model, x)
+    assert [(c.path, c.exact) for c in changes] == [("up", True)], changes
+    k = round(float(torch.log2(w_up.abs().max() / model.up.weight.abs().max())))
+    assert k >= 5 and torch.equal(model.up.weight, w_up * 2.0 ** -k) and torch.equal(model.down.weight,
+                                                                                      w_down * 2.0 ** k)
+    assert _gated_peak(model, *x) < 2 ** 11
+    torch.manual_seed(0)
+    original = HotGated().eval()
+    with torch.no_grad():
+        assert torch.equal(model(*x), before)
+        for seed in (1, 2):
+            assert torch.equal(model(*_stream(seed)), original(*_stream(seed)))
+    small = HotGated().eval()                           # no outlier: nothing near the limit, nothing changes
+    assert patch_rescale_homogeneous(small, _stream(outlier=1.0)) == []
+
+
+@pytest.mark.slow
+def test_rescale_through_a_gated_product_on_the_gpu(gpu, tmp_path):
+    torch.manual_seed(0)
+    model, x = HotGated().eval(), _stream()
+    plain = gpu_vs_torch(model, x, tmp_path / "plain.tflite")
+    assert plain.ok, plain.summary()
+    assert plain.comparisons[0].nonfinite > 0 or plain.comparisons[0].corr < 0.99, plain.summary()
+    torch.manual_seed(0)
+    rewritten = HotGated().eval()
+    assert patch_rescale_homogeneous(rewritten, x)
+    res = gpu_vs_torch(rewritten, x, tmp_path / "rescaled.tflite")
+    assert res.ok and res.run.gpu.cpu_ops in (None, 0), res.summary()
+    assert res.comparisons[0].nonfinite == 0 and res.comparisons[0].corr >= 0.999, res.summary()
+    assert read_model_info(tmp_path / "rescaled.tflite").num_ops == read_model_info(tmp_path / "plain.tflite").num_ops

@@ -12,14 +12,20 @@ floating point: scaling by a power of two commutes with rounding, as long as not
 so in torch fp32 the model's outputs are **bit-identical** -- the rewrite checks that on the example inputs and
 undoes any pair where they are not. No op is added; only constants change.
 
+A product with another tensor is homogeneous in each factor, so the chain may also pass through one multiply by
+a tensor that does not come from the first layer: the gated MLPs of LLMs (down(act(gate(x)) * up(x))) whose
+product leaves fp16's range although gate and up stay within it are rescaled through `up` and `down` the same
+way.
+
 Which pairs: one run of the model on the example inputs with every torch call traced (functional activations
 included) shows where each layer's output goes; a pair is taken only when the first layer's output reaches the
 second through homogeneous ops alone and feeds nothing else (a residual add would see the scaled value), and each
-layer runs once (shared weights are left alone). Applied only where the first layer's measured peak |output|
-exceeds `limit` (default 2^13, within 8x of fp16's max), with k chosen to bring the peak to about `target`
-(2^10) -- and lowered so the second layer's largest weight stays below 2^14 and the first layer's median |weight|
-stays a normal fp16 number. A cheap pass with forward hooks comes first: a model whose layers all stay under
-`limit` (the usual case) costs one forward and is not traced.
+layer runs once (shared weights are left alone). Applied only where the measured peak |value| along the chain
+(the first layer's output, the product, the second layer's input) exceeds `limit` (default 2^13, within 8x of
+fp16's max), with k chosen to bring that peak to about `target` (2^10) -- and lowered so the second layer's
+largest weight stays below 2^14 and the first layer's median |weight| stays a normal fp16 number. A cheap pass
+with forward hooks comes first: a model whose layers' inputs and outputs all stay under `limit` (the usual case)
+costs one forward and is not traced.
 """
 from __future__ import annotations
 
@@ -47,7 +53,14 @@ _HOMOGENEOUS = {F.relu, torch.relu, torch.relu_, torch.Tensor.relu, torch.Tensor
                 torch.Tensor.__getitem__, torch.Tensor.unsqueeze, torch.Tensor.squeeze}
 
 
+# a product: homogeneous in a factor that appears once among its arguments (x * x is not)
+_PRODUCT = {torch.mul, torch.Tensor.mul, torch.Tensor.__mul__, torch.Tensor.__rmul__}
+
+
 def _homogeneous_call(func, args, kwargs) -> bool:
+    if func in _PRODUCT:
+        factors = [a for a in args if isinstance(a, torch.Tensor)]
+        return len(factors) == 2 and factors[0] is not factors[1]
     if func is F.pad:                                    # only zero padding keeps f(s x) = s f(x)
         mode = kwargs.get("mode", args[2] if len(args) > 2 else "constant")
         value = kwargs.get("value", args[3] if len(args) > 3 else None)
@@ -76,6 +89,7 @@ class _Trace(TorchFunctionMode):
         super().__init__()
         self.calls: list[tuple[object, set[int], list[int], bool]] = []
         self.keep: list[torch.Tensor] = []
+        self.peak: dict[int, float] = {}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -84,22 +98,32 @@ class _Trace(TorchFunctionMode):
         outs = list(_tensors(out))
         if ins and outs:                                 # size / dim queries return no tensor: not a use
             self.keep += ins + outs
+            for t in outs:
+                if t.is_floating_point() and t.numel():
+                    self.peak[id(t)] = float(t.detach().abs().nan_to_num(0.0).max())
             self.calls.append((func, {id(t) for t in ins}, [id(t) for t in outs], _homogeneous_call(func, args,
                                                                                                      kwargs)))
         return out
 
 
-def _peaks(model, args, kwargs) -> dict[str, tuple[float, int]]:
-    """Peak |output| and call count of every conv / linear layer, from one plain forward with hooks."""
+def _peak(t) -> float:
+    if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
+        return float(t.detach().abs().nan_to_num(0.0).max())
+    return 0.0
+
+
+def _peaks(model, args, kwargs) -> dict[str, tuple[float, int, float]]:
+    """Peak |output|, call count and peak |input| of every conv / linear layer, from one plain forward with
+    hooks."""
     seen: dict[str, list] = {}
     hooks = []
     for name, m in model.named_modules():
         if isinstance(m, _LINEAR):
             def hook(mod, inp, out, name=name):
-                rec = seen.setdefault(name, [0.0, 0])
-                if isinstance(out, torch.Tensor) and out.is_floating_point() and out.numel():
-                    rec[0] = max(rec[0], float(out.detach().abs().nan_to_num(0.0).max()))
+                rec = seen.setdefault(name, [0.0, 0, 0.0])
+                rec[0] = max(rec[0], _peak(out))
                 rec[1] += 1
+                rec[2] = max(rec[2], _peak(inp[0]) if inp else 0.0)
             hooks.append(m.register_forward_hook(hook))
     try:
         with torch.no_grad():
@@ -107,11 +131,12 @@ def _peaks(model, args, kwargs) -> dict[str, tuple[float, int]]:
     finally:
         for h in hooks:
             h.remove()
-    return {n: (p, c) for n, (p, c) in seen.items()}
+    return {n: tuple(rec) for n, rec in seen.items()}
 
 
-def _pairs(model, args, kwargs, firsts: set[str]) -> dict[str, str]:
-    """first layer -> the layer its output reaches through homogeneous calls only (see the module docstring)."""
+def _pairs(model, args, kwargs, firsts: set[str]) -> dict[str, tuple[str, float]]:
+    """first layer -> (the layer its output reaches through homogeneous calls only, the peak |value| on the way
+    there; see the module docstring)."""
     ends: dict[str, tuple[int, int]] = {}        # layer -> (id of its input, id of its output)
     hooks = [m.register_forward_hook(lambda mod, inp, out, name=name: ends.__setitem__(
         name, (id(inp[0]) if inp and isinstance(inp[0], torch.Tensor) else -1,
@@ -130,18 +155,21 @@ def _pairs(model, args, kwargs, firsts: set[str]) -> dict[str, str]:
         if first not in ends:
             continue
         t, used = ends[first][1], set()
+        peak, products = trace.peak.get(t, 0.0), 0
         while True:
             users = [k for k, (_, ins, _, _) in enumerate(trace.calls) if t in ins and k not in used]
             if len(users) != 1:
                 break
-            _, _, outs, homogeneous = trace.calls[users[0]]
+            func, _, outs, homogeneous = trace.calls[users[0]]
             if t in by_input and by_input[t] != first:          # the one user is the next layer's own op
-                found[first] = by_input[t]
+                found[first] = (by_input[t], peak)
                 break
-            if not homogeneous or len(outs) != 1:
+            products += func in _PRODUCT
+            if not homogeneous or len(outs) != 1 or products > 1:
                 break
             used.add(users[0])
             t = outs[0]
+            peak = max(peak, trace.peak.get(t, 0.0))
     del trace
     return found
 
@@ -182,27 +210,29 @@ def patch_rescale_homogeneous(model: nn.Module, example_inputs=None, limit: floa
 
     args, kwargs = split_example_inputs(example_inputs)
     peaks = _peaks(model, args, kwargs)
-    hot = {n for n, (p, calls) in peaks.items() if p > limit and calls == 1 and math.isfinite(p)}
-    if not hot:
+    if not any(max(p, p_in) > limit for p, _, p_in in peaks.values()):
         return []
-    pairs = _pairs(model, args, kwargs, hot)
+    # every single-call layer may start a chain: a product's peak can be past the limit when neither factor is
+    single = {n for n, (p, calls, _) in peaks.items() if calls == 1 and math.isfinite(p)}
+    pairs = {first: (second, peak) for first, (second, peak) in _pairs(model, args, kwargs, single).items()
+             if limit < peak < math.inf}
     reference = _outputs(model, args, kwargs)
     changes = []
     for first_name in sorted(pairs, key=list(peaks).index):
-        second_name = pairs[first_name]
-        if peaks.get(second_name, (0, 0))[1] != 1:
+        second_name, peak = pairs[first_name]
+        if peaks.get(second_name, (0, 0, 0))[1] != 1:
             continue
         first, second = model.get_submodule(first_name), model.get_submodule(second_name)
         if any(torch.nn.utils.parametrize.is_parametrized(m) for m in (first, second)):
             continue
-        k = _exponent(peaks[first_name][0], first, second, target)
+        k = _exponent(peak, first, second, target)
         if k < 1:
             continue
         _scale(first, second, k)
         if not all(torch.equal(a, b) for a, b in zip(_outputs(model, args, kwargs), reference)):
             _scale(first, second, -k)                   # not bit-identical: this pair is not what it looked like
             continue
-        changes.append(Change(first_name, f"{type(first).__name__} output peak {peaks[first_name][0]:.4g} scaled "
+        changes.append(Change(first_name, f"{type(first).__name__} output (peak on the way {peak:.4g}) scaled "
                                           f"by 2^-{k}, folded back into {second_name} ({type(second).__name__})",
                               "patch_rescale_homogeneous", True))
     return changes
