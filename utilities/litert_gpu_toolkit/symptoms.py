@@ -248,10 +248,11 @@ SYMPTOMS: tuple[Symptom, ...] = (
         seen="compiles and runs on the GPU, output is NaN / inf",
         cause="A reduction (variance, sum of squares, long mean) passes fp16's 65504 on the GPU, a constant "
               "beyond it (HF's finfo(float32).min mask fill) meets a multiply by 0, or a layer's outputs "
-              "themselves pass it (large BN-folded weights).",
+              "themselves pass it (large BN-folded weights, a gated MLP's product, attention scores formed "
+              "before their 1/sqrt(d) scale).",
         rewrites=("patch_safe_layernorm", "patch_rmsnorm", "patch_instance_norm", "patch_group_norm",
                   "hierarchical_mean", "safe_mean", "safe_sum", "patch_mask_fill_exact", "patch_safe_softmax",
-                  "patch_rescale_homogeneous", "patch_mask_fill_fp16"),
+                  "patch_rescale_homogeneous", "patch_prescale_attention", "patch_mask_fill_fp16"),
         numeric="nonfinite",
     ),
     Symptom(
