@@ -3,12 +3,15 @@
 
   python export_matcher.py                     # N=512 -> artifacts/matcher_n512.tflite
   python export_matcher.py --n 128
-  python export_matcher.py --fp32-from 3       # also a precision plan: layers 0-2 as one graph (fp16),
-                                               # layers 3-5 + assignment as another (compiled fp32 by verify)
+  python export_matcher.py --plain-attention   # logits as LightGlue writes them: what fp16 loses (README)
+  python export_matcher.py --fp32-from 2       # also a precision plan: layers 0-1 as one graph (fp16),
+                                               # layers 2-5 + assignment as another (run fp32 by verify)
 
 The graph: keypoints (2, N, 2) in LightGlue's normalised frame and descriptors (2, N, 64) of both images ->
-the log-assignment (1, N+1, N+1). Rewrites: `patch_safe_layernorm` (the feed-forward LayerNorms in the
-toolkit's fp16-safe form). Thresholding and the mutual check run on the host (lighterglue.py).
+the log-assignment (1, N+1, N+1). Attention keys are centred over the key axis (exact for softmax; keeps the
+later layers' logits in fp16's precise range, see lighterglue._keys) and `patch_safe_layernorm` puts the
+feed-forward LayerNorms in the toolkit's fp16-safe form. Thresholding and the mutual check run on the host
+(lighterglue.py).
 """
 from __future__ import annotations
 
@@ -28,8 +31,10 @@ def main() -> int:
     add_weights_argument(parser, WEIGHTS)
     add_model_argument(parser, None, writes=True, default_text="artifacts/matcher_n<N>.tflite")
     parser.add_argument("--n", type=int, default=512, help="keypoints per image (default 512)")
+    parser.add_argument("--plain-attention", action="store_true",
+                        help="keys not centred (the attention as LightGlue writes it): artifacts/matcher_n<N>_plain")
     parser.add_argument("--fp32-from", type=int, default=None, metavar="LAYER",
-                        help="also export a two-graph precision plan cut before this transformer layer (1-5) into "
+                        help="also export a two-graph precision plan cut before this transformer layer (0-based, 1-5) into "
                              "artifacts/matcher_n<N>_plan<LAYER>/ (part0: fp16, part1: run fp32 by verify)")
     args = parser.parse_args()
     if args.n < 2:
@@ -45,13 +50,13 @@ def main() -> int:
     from litert_gpu_toolkit.weights import WeightsError
 
     try:
-        model = lighterglue.load_matcher(args.weights)
+        model = lighterglue.load_matcher(args.weights, center_keys=not args.plain_attention)
     except WeightsError as exc:
         parser.exit(2, f"error: {exc}\n")
     print("rewrites:", "; ".join(sorted({c.what for c in patch_safe_layernorm(model)})))
     torch.manual_seed(0)
     example = (torch.rand(2, args.n, 2) * 2 - 1, torch.nn.functional.normalize(torch.randn(2, args.n, 64), dim=-1))
-    name = f"matcher_n{args.n}"
+    name = f"matcher_n{args.n}{'_plain' if args.plain_attention else ''}"
     out = args.model or HERE / "artifacts" / f"{name}.tflite"
     start = time.perf_counter()
     export_tflite(model, example, out)

