@@ -71,7 +71,7 @@ def main() -> int:
     name = f"matcher_n{args.n}"
     if args.fp32_from is None:
         args.model = args.model or HERE / "artifacts" / f"{name}.tflite"
-        paths, devices, graph = [args.model], [args.device], name
+        paths, devices, graph = [args.model], [args.device], args.model.stem
     else:
         folder = args.model or HERE / "artifacts" / f"{name}_plan{args.fp32_from}"
         paths = [folder / "part0.tflite", folder / "part1.tflite"]
