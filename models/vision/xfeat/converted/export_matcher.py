@@ -34,8 +34,8 @@ def main() -> int:
     parser.add_argument("--plain-attention", action="store_true",
                         help="keys not centred (the attention as LightGlue writes it): artifacts/matcher_n<N>_plain")
     parser.add_argument("--fp32-from", type=int, default=None, metavar="LAYER",
-                        help="also export a two-graph precision plan cut before this transformer layer (0-based, 1-5) into "
-                             "artifacts/matcher_n<N>_plan<LAYER>/ (part0: fp16, part1: run fp32 by verify)")
+                        help="also export a two-graph precision plan cut before transformer layer LAYER (0-based, "
+                             "1-5) into artifacts/matcher_n<N>_plan<LAYER>/ (part0: fp16, part1: run fp32 by verify)")
     args = parser.parse_args()
     if args.n < 2:
         parser.error("--n must be at least 2")

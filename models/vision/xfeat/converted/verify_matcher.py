@@ -137,7 +137,9 @@ def main() -> int:
         gates[gate_names[1]] = metrics["min_matches_same"] >= MIN_SAME_MATCHES
         gates[gate_names[2]] = metrics["max_motion_err_px"] <= MAX_MOTION_ERR_PX
     models = {Path(path).stem if len(paths) == 1 else f"{graph}/{Path(path).stem}": path for path in paths}
-    return finish_verify(args, graph=graph, run=runs[-1], residency="; ".join(lines), metrics=metrics, gates=gates,
+    # a plan is labelled by its fp16 graph (the residency line marks the fp32 one), as verify_oww.py does
+    label_run = runs[0] if runs[-1].ok else runs[-1]
+    return finish_verify(args, graph=graph, run=label_run, residency="; ".join(lines), metrics=metrics, gates=gates,
                          headline=["min_prob_corr", "min_matches_same", "max_motion_err_px"], models=models,
                          extra={"per_pair": per_pair})
 
