@@ -54,6 +54,23 @@ def run_graphs(paths, devices, samples):
     return fed, runs, infos
 
 
+def one_graph_latency(whole: Path, devices, samples, plan_ms: float) -> dict:
+    """The one-graph matcher timed on the plan's two devices right after the plan ran (the machine's load moves
+    latencies between runs minutes apart), and the plan's ratio to each."""
+    if not whole.is_file():
+        print(f"{whole.name} not found: no one-graph latency next to the plan")
+        return {}
+    info = load_model(whole, "export_matcher.py")
+    sig = info.signatures[0]
+    out = {}
+    for device, kind in zip(devices, ("fp16", "fp32")):
+        run = run_on_device(whole, {sig.key: samples}, device)
+        if run.ok:
+            out[f"latency_ms_one_graph_{kind}"] = latency_ms(run.run_s[sig.key])
+            out[f"plan_vs_one_graph_{kind}"] = round(plan_ms / out[f"latency_ms_one_graph_{kind}"], 2)
+    return out
+
+
 def main() -> int:
     p = verify_parser(__doc__, HERE)
     p.add_argument("--n", type=int, default=512, help="keypoints per image, as exported (default 512)")
@@ -133,6 +150,8 @@ def main() -> int:
                    "n": args.n, "pairs": len(photos), LATENCY_METRIC: round(sum(ms), 1)}
         if len(ms) > 1:
             metrics["latency_ms_graphs"] = " + ".join(f"{m:g}" for m in ms)
+            metrics.update(one_graph_latency(paths[0].parent.parent / f"{name}.tflite", devices, samples,
+                                             metrics[LATENCY_METRIC]))
         gates[gate_names[0]] = metrics["min_prob_corr"] >= MIN_CORR
         gates[gate_names[1]] = metrics["min_matches_same"] >= MIN_SAME_MATCHES
         gates[gate_names[2]] = metrics["max_motion_err_px"] <= MAX_MOTION_ERR_PX
