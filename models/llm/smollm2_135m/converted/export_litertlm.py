@@ -1,18 +1,22 @@
 #!/usr/bin/env python
-"""Package SmolLM2-135M as a LiteRT-LM bundle (`.litertlm`): one .tflite with a `prefill_<S>` and a `decode`
-signature in LiteRT-LM's calling convention, the tokenizer and the LLM metadata, built with litert-lm-builder.
+"""Package SmolLM2-135M as a LiteRT-LM bundle (`.litertlm`) with litert-lm-builder: an EMBEDDER model, one .tflite
+with a `prefill_<S>` and a `decode` signature in LiteRT-LM's calling convention, the tokenizer and the LLM metadata.
 
-The graphs (decoder.py `LitertLmStep`, the same blocks and rewrites as export_llm.py's):
-    prefill_<S>: tokens int32 [1, S], input_pos int32 [S], kv_cache_k_i / kv_cache_v_i [1, 3, C, 64] -> the caches
-    decode:      tokens int32 [1, 1], input_pos int32 [1], the caches -> logits [1, 1, 49152], the caches
-LiteRT-LM fills tokens / input_pos and keeps the caches between calls (it binds the cache outputs to the same
-buffers); the rotary angles, the causal mask and the cache-row one-hot are computed in the graph from input_pos.
-The bundle: that .tflite (PREFILL_DECODE), the HF tokenizer.json, and LlmMetadata (stop tokens <|im_end|> and
-<|endoftext|>, max_num_tokens = C, the model's Jinja chat template, no start token: the template has none).
+The graphs (decoder.py `LitertLmStep`, the same blocks and rewrites as export_llm.py's, every weight fp32):
+    embedder:    one token id int32 [1, 1] -> embeddings [1, 1, 576]     (LiteRT-LM runs it on the CPU)
+    prefill_<S>: embeddings [1, S, 576], input_pos int32 [S], kv_cache_k_i / kv_cache_v_i [1, 3, C, 64] -> the caches
+    decode:      embeddings [1, 1, 576], input_pos int32 [1], the caches -> logits [1, 1, 49152], the caches
+LiteRT-LM fills embeddings / input_pos and keeps the caches between calls; the rotary angles, the causal mask and the
+cache-row one-hot are computed in the graph from input_pos[0]. This layout runs on LiteRT-LM's CPU and GPU
+backends; `--tokens-in-graph` (tokens int32 in, EMBEDDING_LOOKUP in the graph) and `--fp16-weights` (DEQUANTIZE)
+make smaller files that only the CPU backend runs (README.md). The bundle also holds the HF tokenizer.json and
+LlmMetadata: stop tokens <|im_end|> and <|endoftext|>, max_num_tokens = C, the model's Jinja chat template, no start
+token (the template has none).
 
     python export_litertlm.py                       # -> artifacts/smollm2_135m.litertlm (+ the .tflite next to it)
     python export_litertlm.py --bundle-only         # re-pack an existing .tflite (tokenizer / metadata changes)
-    python export_litertlm.py --fp32-weights        # FULLY_CONNECTED weights fp32 (default fp16, as export_llm.py)
+    python export_litertlm.py --fp16-weights --tokens-in-graph --model artifacts/smollm2_135m_cpu.litertlm
+                                                    # one graph file, half the size: the CPU backend only
     python export_litertlm.py --tiny --model /tmp/t.litertlm   # random 2-block model, real tokenizer (the CI test)
 """
 from __future__ import annotations
@@ -72,15 +76,21 @@ def prompt_ids(tokenizer, prompt: str) -> list[int]:
     return list(ids["input_ids"]) if isinstance(ids, dict) else list(ids)
 
 
-def step_generate(D, prefill, decode, dims, ids: list[int], steps: int, length: int, capacity: int):
+def step_generate(D, prefill, decode, dims, ids: list[int], steps: int, length: int, capacity: int,
+                  embed=None):
     """Greedy generation through the two LitertLmStep modules in torch, the way LiteRT-LM calls them: the prompt
     but its last token in `length`-token prefill chunks (right-padded with 0 and input_pos 0, as the runtime pads),
-    then decode from the last prompt token. Returns (tokens, logits of each decode call)."""
+    then decode from the last prompt token; with `embed` (the token embedding module) the calls take `embeddings`,
+    as with a TokenEmbedder in the bundle. Returns (tokens, logits of each decode call)."""
     import numpy as np
     import torch
 
     cache = {f"kv_cache_{k}": torch.from_numpy(v) for k, v in D.empty_cache(dims, capacity).items()}
     body = ids[:-1]
+
+    def first(tokens):
+        return {"tokens": tokens} if embed is None else {"embeddings": embed(tokens)}
+
     with torch.no_grad():
         for start in range(0, len(body), length):
             chunk = body[start:start + length]
@@ -88,10 +98,10 @@ def step_generate(D, prefill, decode, dims, ids: list[int], steps: int, length: 
             tokens[0, :len(chunk)] = chunk
             pos = np.zeros((length,), np.int32)
             pos[:len(chunk)] = np.arange(start, start + len(chunk))
-            cache = prefill(tokens=torch.from_numpy(tokens), input_pos=torch.from_numpy(pos), **cache)
+            cache = prefill(**first(torch.from_numpy(tokens)), input_pos=torch.from_numpy(pos), **cache)
         token, out_tokens, logits = ids[-1], [], []
         for j in range(steps):
-            out = decode(tokens=torch.tensor([[token]], dtype=torch.int32),
+            out = decode(**first(torch.tensor([[token]], dtype=torch.int32)),
                          input_pos=torch.tensor([len(ids) - 1 + j], dtype=torch.int32), **cache)
             step_logits = out.pop("logits")[0, -1]
             cache = out
@@ -101,13 +111,15 @@ def step_generate(D, prefill, decode, dims, ids: list[int], steps: int, length: 
     return out_tokens, logits
 
 
-def torch_check(D, lm, tokenizer, prefill, decode, length: int, capacity: int, steps: int = 8) -> float:
+def torch_check(D, lm, tokenizer, prefill, decode, length: int, capacity: int, steps: int = 8,
+                embedder: bool = False) -> float:
     """The step modules' greedy tokens and logits against the HF model's own greedy loop on one prompt."""
     import torch
 
     dims = D.Dims.of(lm.config)
     ids = prompt_ids(tokenizer, PROMPT)
-    got, got_logits = step_generate(D, prefill, decode, dims, ids, steps, length, capacity)
+    got, got_logits = step_generate(D, prefill, decode, dims, ids, steps, length, capacity,
+                                    embed=lm.model.embed_tokens if embedder else None)
     want, err = [], 0.0
     with torch.no_grad():
         seq = list(ids)
@@ -131,13 +143,16 @@ def llm_metadata_text(tokenizer, capacity: int) -> str:
     return f"{stops}\nmax_num_tokens: {capacity}\nllm_model_type {{ generic_model {{ }} }}\n"
 
 
-def build_bundle(tflite: Path, tokenizer_dir: Path, metadata: Path, template: Path | None, out: Path) -> Path:
+def build_bundle(tflite: Path, tokenizer_dir: Path, metadata: Path, template: Path | None, out: Path,
+                 embedder: Path | None = None) -> Path:
     from litert_lm_builder import litertlm_builder as B
 
     builder = B.LitertLmFileBuilder()
     builder.add_system_metadata(B.Metadata(key="model", value="SmolLM2-135M-Instruct (litert-gpu recipe)",
                                            dtype=B.DType.STRING))
     builder.add_llm_metadata(str(metadata), jinja_prompt_template_path=str(template) if template else None)
+    if embedder is not None:
+        builder.add_tflite_model(str(embedder), B.TfLiteModelType.EMBEDDER)
     builder.add_tflite_model(str(tflite), B.TfLiteModelType.PREFILL_DECODE)
     builder.add_hf_tokenizer(str(tokenizer_dir / "tokenizer.json"))
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -158,7 +173,13 @@ def main() -> int:
     p.add_argument("--length", type=int, default=PREFILL_LEN,
                    help=f"tokens per prefill call (default {PREFILL_LEN}; longer prompts take several calls)")
     p.add_argument("--capacity", type=int, default=CAPACITY, help=f"KV cache rows = max tokens (default {CAPACITY})")
-    p.add_argument("--fp32-weights", action="store_true", help="keep FULLY_CONNECTED weights fp32 (default: fp16)")
+    p.add_argument("--fp16-weights", action="store_true",
+                   help="store FULLY_CONNECTED weights fp16 (DEQUANTIZE ops: smaller, but LiteRT-LM's GPU delegate "
+                        "rejects DEQUANTIZE, so such a bundle runs on the CPU backend only; default fp32)")
+    p.add_argument("--tokens-in-graph", action="store_true",
+                   help="the graphs take `tokens` and look them up themselves (EMBEDDING_LOOKUP): CPU backend only, "
+                        "LiteRT-LM's GPU delegate aborts on it (default: a separate EMBEDDER model, "
+                        "<model>_embedder.tflite, and the graphs take `embeddings`)")
     p.add_argument("--tiny", action="store_true", help="a random 2-block model with the real tokenizer (tests)")
     p.add_argument("--bundle-only", action="store_true", help="do not convert: pack the existing --tflite")
     args = p.parse_args()
@@ -167,6 +188,7 @@ def main() -> int:
     if not 1 < args.length < args.capacity:
         p.error(f"--length must be in 2..{args.capacity - 1} (the cache holds --capacity {args.capacity} rows)")
     tflite = args.tflite or args.model.with_suffix(".tflite")
+    embedded = not args.tokens_in_graph
     if args.bundle_only and not tflite.is_file():
         p.error(f"--bundle-only: {tflite} does not exist (run without --bundle-only first)")
     try:
@@ -184,27 +206,38 @@ def main() -> int:
     decode = D.LitertLmStep(decoder, args.capacity, logits=True).eval()
 
     print("[2/4] torch check: LiteRT-LM's call sequence through the step modules vs the HF model")
-    torch_check(D, lm, tokenizer, prefill, decode, args.length, args.capacity)
+    torch_check(D, lm, tokenizer, prefill, decode, args.length, args.capacity, embedder=embedded)
+    embedder = tflite.with_name(tflite.stem + "_embedder.tflite") if embedded else None
+    if args.bundle_only and embedder is not None and not embedder.is_file():
+        p.error(f"--bundle-only: {embedder} does not exist (run without --bundle-only first)")
 
     if args.bundle_only:
         print(f"[3/4] --bundle-only: packing {tflite}")
     else:
+        import torch
+
         from litert_gpu_toolkit.fp16_weights import fp16_weights
         from litert_gpu_toolkit.quiet import converter_output, quiet_import_litert_torch
 
         dims = D.Dims.of(lm.config)
         print(f"[3/4] converting prefill_{args.length} + decode (capacity {args.capacity}) with litert-torch ...")
         litert_torch = quiet_import_litert_torch(None)
-        sample_pre = D.to_torch(D.litert_lm_inputs(dims, [0] * args.length, 0, args.capacity))
-        sample_dec = D.to_torch(D.litert_lm_inputs(dims, [0], args.length, args.capacity))
+        embed = (lambda t: lm.model.embed_tokens(torch.from_numpy(t)).detach().numpy()) if embedded else None
+        sample_pre = D.to_torch(D.litert_lm_inputs(dims, [0] * args.length, 0, args.capacity, embed=embed))
+        sample_dec = D.to_torch(D.litert_lm_inputs(dims, [0], args.length, args.capacity, embed=embed))
         tflite.parent.mkdir(parents=True, exist_ok=True)
         with converter_output(tflite.with_name(tflite.name + ".convert.log"), verbose=args.verbose or None):
             edge = (litert_torch.signature(f"prefill_{args.length}", prefill, (), sample_kwargs=sample_pre)
                     .signature("decode", decode, (), sample_kwargs=sample_dec).convert())
             edge.export(str(tflite))
-        if not args.fp32_weights:
+        if args.fp16_weights:
             tflite.write_bytes(fp16_weights(tflite, ops=("FULLY_CONNECTED",)))
         finish_export(tflite, args, graph="litertlm")
+        if embedder is not None:
+            with converter_output(embedder.with_name(embedder.name + ".convert.log"), verbose=args.verbose or None):
+                litert_torch.convert(D.TokenEmbedder(decoder).eval(), (torch.zeros((1, 1), dtype=torch.int32),)
+                                     ).export(str(embedder))
+            finish_export(embedder, args, graph="litertlm_embedder")
 
     print("[4/4] packing the bundle with litert-lm-builder " + LITERT_LM_VERSION)
     side = args.model.with_name(args.model.stem + "_files")
@@ -216,7 +249,7 @@ def main() -> int:
     if getattr(tokenizer, "chat_template", None):
         template = side / "chat_template.jinja"
         template.write_text(tokenizer.chat_template)
-    build_bundle(tflite, side / "tokenizer", metadata, template, args.model)
+    build_bundle(tflite, side / "tokenizer", metadata, template, args.model, embedder)
     print(f"wrote {args.model} ({args.model.stat().st_size / 1e6:.1f} MB; tokenizer and metadata in {side.name}/) "
           f"in {time.perf_counter() - start:.0f} s")
     return 0

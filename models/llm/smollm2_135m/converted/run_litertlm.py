@@ -38,7 +38,8 @@ LABELS = {"cpu": f"LiteRT-LM {VERSION} CPU backend (x86_64)",
           "gpu": f"LiteRT-LM {VERSION} GPU backend, llvmpipe (software Vulkan)"}
 
 
-def child(bundle: Path, backend: str, texts: list[str], max_tokens: int, capacity: int, out: Path) -> None:
+def child(bundle: Path, backend: str, texts: list[str], max_tokens: int, capacity: int, out: Path,
+          activations: str | None = None) -> None:
     """Generate for every prompt text on one backend; write JSON to `out` after every prompt (a crash keeps the
     prompts done so far)."""
     import litert_lm
@@ -46,7 +47,9 @@ def child(bundle: Path, backend: str, texts: list[str], max_tokens: int, capacit
     litert_lm.set_min_log_severity(litert_lm.LogSeverity.ERROR)
     which = litert_lm.Backend.CPU() if backend == "cpu" else litert_lm.Backend.GPU()
     t0 = time.perf_counter()
-    engine = litert_lm.Engine(str(bundle), backend=which, max_num_tokens=capacity)
+    dtype = {"fp32": litert_lm.ActivationDataType.FLOAT32, "fp16": litert_lm.ActivationDataType.FLOAT16,
+             None: None}[activations]
+    engine = litert_lm.Engine(str(bundle), backend=which, max_num_tokens=capacity, activation_data_type=dtype)
     result = {"engine_s": time.perf_counter() - t0, "prompts": []}
     for text in texts:
         t1 = time.perf_counter()
@@ -67,6 +70,8 @@ def run_backend(args, backend: str, texts: list[str], max_tokens: int, capacity:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", backend, "--model", str(args.model),
                "--child-out", str(out), "--max-tokens", str(max_tokens), "--capacity", str(capacity),
                "--texts", str(Path(tmp) / "texts.json")]
+        if args.activations and backend == "gpu":
+            cmd += ["--activations", args.activations]
         (Path(tmp) / "texts.json").write_text(json.dumps(texts))
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout,
@@ -113,6 +118,8 @@ def main() -> int:
     add_results_dir_argument(p, HERE)
     p.add_argument("--backend", choices=("cpu", "gpu", "all"), default="all", help="LiteRT-LM backend (default all)")
     p.add_argument("--prompts", type=int, default=None, metavar="N", help="only the first N prompts of the dump")
+    p.add_argument("--activations", choices=("fp16", "fp32"), default=None,
+                   help="GPU backend activation type (default: LiteRT-LM's, fp16 for a text decoder)")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds per backend (default 3600)")
     p.add_argument("--no-record", action="store_true", help="print only; do not write results.json")
     p.add_argument("--child", choices=("cpu", "gpu"), default=None, help="(internal) run one backend")
@@ -123,7 +130,7 @@ def main() -> int:
     args = p.parse_args()
     if args.child:
         child(args.model, args.child, json.loads(args.texts.read_text()), args.max_tokens, args.capacity,
-              args.child_out)
+              args.child_out, args.activations)
         return 0
     try:
         require_file(args.model, "export_litertlm.py")
