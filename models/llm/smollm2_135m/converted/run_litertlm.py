@@ -35,7 +35,9 @@ from litert_gpu_toolkit.recipe.scripts import add_results_dir_argument
 HERE = Path(__file__).resolve().parent
 VERSION = "0.18.1"
 LABELS = {"cpu": f"LiteRT-LM {VERSION} CPU backend (x86_64)",
-          "gpu": f"LiteRT-LM {VERSION} GPU backend, llvmpipe (software Vulkan)"}
+          "gpu": f"LiteRT-LM {VERSION} GPU backend, llvmpipe (software Vulkan)",   # its default activation type
+          "gpu-fp16": f"LiteRT-LM {VERSION} GPU backend (fp16 activations), llvmpipe (software Vulkan)",
+          "gpu-fp32": f"LiteRT-LM {VERSION} GPU backend (fp32 activations), llvmpipe (software Vulkan)"}
 
 
 def child(bundle: Path, backend: str, texts: list[str], max_tokens: int, capacity: int, out: Path,
@@ -194,11 +196,12 @@ def main() -> int:
               f"{time.perf_counter() - t0:.0f} s; " + "; ".join(f"[{'PASS' if v else 'FAIL'}] {k}"
                                                                  for k, v in gates.items()))
         if not args.no_record:
-            extra = {"device_label": LABELS[backend], "per_prompt": rows, "provenance": provenance,
+            which = backend if backend == "cpu" or not args.activations else f"{backend}-{args.activations}"
+            extra = {"device_label": LABELS[which], "per_prompt": rows, "provenance": provenance,
                      "bundle_bytes": args.model.stat().st_size}
             if "error" in data:
                 extra["failure"] = {"error": data["error"], "log_tail": data.get("log_tail", [])}
-            out = write_results(args.results_dir, graph="litertlm", device=f"litertlm-{backend}", run=None,
+            out = write_results(args.results_dir, graph="litertlm", device=f"litertlm-{which}", run=None,
                                 residency=residency, metrics=metrics, gates=gates,
                                 headline=["prompts_equal", "tokens_equal"], extra=extra)
             print(f"  recorded in {out}")
