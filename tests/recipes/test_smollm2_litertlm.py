@@ -1,7 +1,8 @@
 """SmolLM2's `.litertlm` bundle end to end on LiteRT-LM's CPU backend, with export_litertlm.py --tiny's random
 2-block model (SmolLM2's tokenizer, vocabulary, head layout and rotary base; random weights) so it converts in
-about a minute: export + pack, dump_llm_ref.py --tiny (torch greedy), run_litertlm.py --backend cpu. LiteRT-LM's
-greedy tokens must equal torch's for every prompt. The full-size bundle is the README's commands.
+about a minute: export + pack, dump_llm_ref.py --tiny (torch greedy), run_litertlm.py --backend cpu (and, where a
+GPU is usable, --backend gpu). LiteRT-LM's greedy tokens must equal torch's for every prompt. The full-size bundle is
+the README's commands.
 """
 import json
 import os
@@ -53,15 +54,17 @@ def test_bundle_layout(tiny):
     from litert_gpu_toolkit.model_info import read_model_info
 
     assert tiny["bundle"].read_bytes()[:8] == b"LITERTLM"
+    embedder = read_model_info(tiny["bundle"].with_name("tiny_embedder.tflite")).signatures
+    assert len(embedder) == 1 and [t.shape for t in embedder[0].outputs.values()] == [(1, 1, 576)]
     sigs = {s.key: s for s in read_model_info(tiny["bundle"].with_suffix(".tflite")).signatures}
     assert set(sigs) == {"prefill_64", "decode"}
     cache = {f"kv_cache_{kv}_{i}": ((1, 3, 256, 64), "float32") for i in range(2) for kv in "kv"}
     pre, dec = sigs["prefill_64"], sigs["decode"]
     assert {n: (t.shape, t.dtype) for n, t in pre.inputs.items()} == {
-        "tokens": ((1, 64), "int32"), "input_pos": ((64,), "int32"), **cache}
+        "embeddings": ((1, 64, 576), "float32"), "input_pos": ((64,), "int32"), **cache}
     assert {n: (t.shape, t.dtype) for n, t in pre.outputs.items()} == cache
     assert {n: (t.shape, t.dtype) for n, t in dec.inputs.items()} == {
-        "tokens": ((1, 1), "int32"), "input_pos": ((1,), "int32"), **cache}
+        "embeddings": ((1, 1, 576), "float32"), "input_pos": ((1,), "int32"), **cache}
     assert {n: (t.shape, t.dtype) for n, t in dec.outputs.items()} == {"logits": ((1, 1, 49152), "float32"), **cache}
 
 
@@ -71,3 +74,14 @@ def test_cpu_backend_greedy_equals_torch(tiny):
     assert record["passed"], record
     assert record["metrics"]["prompts_equal"] == f"{PROMPTS}/{PROMPTS}"
     assert all(row["equal"] and row["tokenized_equal"] for row in record["per_prompt"]), record["per_prompt"]
+
+
+def test_gpu_backend_greedy_equals_torch(tiny, gpu):
+    """The same bundle on LiteRT-LM's GPU backend (llvmpipe here), default fp16 activations."""
+    proc = script_runner.run_script(RECIPE / "run_litertlm.py", "--model", tiny["bundle"],
+                                    "--ref", tiny["tmp"] / "tiny_ref.npz", "--backend", "gpu",
+                                    "--results-dir", tiny["tmp"], cwd=tiny["tmp"], timeout=600, check=False,
+                                    env=dict(os.environ, LITERT_RESULTS_DIR=str(tiny["tmp"])))
+    record = json.loads((tiny["tmp"] / "results.json").read_text())["litertlm@litertlm-gpu"]
+    assert proc.returncode == 0 and record["passed"], f"{proc.stdout[-3000:]}\n{record.get('failure')}"
+    assert record["metrics"]["prompts_equal"] == f"{PROMPTS}/{PROMPTS}"
