@@ -158,7 +158,8 @@ def main() -> int:
     texts = [tokenizer.decode(x) for x in ids]
     capacity = 256
     tflite = args.model.with_suffix(".tflite")
-    provenance = {"litertlm": read_provenance(tflite)} if tflite.is_file() else {}
+    graphs = {"litertlm": tflite, "litertlm_embedder": tflite.with_name(tflite.stem + "_embedder.tflite")}
+    provenance = {name: read_provenance(path) for name, path in graphs.items() if path.is_file()}
     backends = ["cpu", "gpu"] if args.backend == "all" else [args.backend]
     status = 0
     for backend in backends:
