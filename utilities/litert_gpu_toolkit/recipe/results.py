@@ -69,7 +69,8 @@ def write_results(recipe_converted_dir: Path, *, graph: str, device: str, run: R
     record = {
         "graph": graph,
         "device": device,
-        "device_label": device_label(device, run),
+        # a runtime other than ai-edge-litert (LiteRT-LM) names itself through extra["device_label"]
+        "device_label": (extra or {}).get("device_label") or device_label(device, run),
         "residency": residency,
         "metrics": metrics,
         "headline": headline,

@@ -140,14 +140,19 @@ class Block(nn.Module):
         n_rep = self.heads // self.kv_heads
         return repeat_kv_expand(x, n_rep) if self.plain else repeat_kv_cat(x, n_rep)
 
-    def forward(self, x, cos, sin, mask, write=None, k_cache=None, v_cache=None, one=None):
+    def forward(self, x, cos, sin, mask, write=None, k_cache=None, v_cache=None, one=None, keep=None):
         """x [1, S, 576] -> (x', k, v). Prefill: k, v are this step's rows [1, 3, S, 64].
-        Decode (write given): k, v are the updated caches [1, 3, capacity, 64]."""
+        Decode (write given): k, v are the updated caches [1, 3, capacity, 64]. With `keep` too (LiteRT-LM
+        step): `write` is [1, 3, capacity, S] (one-hot columns: row c of the cache takes token s) and `keep`
+        [1, 1, capacity, 1] is 1 where no token is written."""
         h = self.norm1(x)
         q = rotate(self.heads_of(self.q(h), self.heads), cos, sin) * (self.head_dim ** -0.5)
         k = rotate(self.heads_of(self.k(h), self.kv_heads), cos, sin)
         v = self.heads_of(self.v(h), self.kv_heads)
-        if write is not None:
+        if write is not None and keep is not None:   # S rows at once, a one-hot matmul (exact: 0 * x + 1 * y)
+            k = k_cache * keep + torch.matmul(write, k)
+            v = v_cache * keep + torch.matmul(write, v)
+        elif write is not None:
             keep = 1.0 - write
             k = k_cache * keep + k * write
             v = v_cache * keep + v * write
@@ -216,6 +221,84 @@ class Decode(nn.Module):
         for i, block in enumerate(d.blocks):
             x, out[f"k_{i}"], out[f"v_{i}"] = block(x, cos, sin, mask, write, cache[f"k_{i}"], cache[f"v_{i}"], one)
         return {"logits": d.lm_head(d.norm(x)), **out}
+
+
+class LitertLmStep(nn.Module):
+    """One call in LiteRT-LM's calling convention (its CPU / GPU executors bind tensors by these names):
+    tokens int32 [1, S] (or embeddings [1, S, 576], see TokenEmbedder), input_pos int32 [S], kv_cache_k_i /
+    kv_cache_v_i [1, 3, capacity, 64] -> the caches with rows input_pos[0] .. input_pos[0] + S - 1 written (same
+    names), plus logits [1, S, V] if `logits`.
+
+    S = 1 is the `decode` signature; S > 1 a `prefill_*` one (no logits: LiteRT-LM keeps a prompt's last token
+    and feeds it to decode). Everything the host built for the other graphs is computed in the graph from
+    input_pos[0] alone, because LiteRT-LM fills input_pos with 0 after the prompt's last token (padding):
+      write one-hot  W[s, c] = 1 - min(|c - (p0 + s)|, 1)          (exact on integer-valued floats)
+      mask           M[s, c] = -1e4 where c > p0 + s, else 0          (causal over the whole cache)
+      rotary angles  W @ cos_table, W @ sin_table                   (host `rope_tables`, gathered by a matmul)
+    Padded rows write (finite) garbage past the prompt, which is masked and later overwritten, as with
+    LiteRT-LM's own models. The caches are returned as `cache * one` with `one` = min(p0 + 1, 1) (= 1.0,
+    computed at run time so the converter cannot fold it: see `alias_safe_output`)."""
+
+    def __init__(self, decoder: Decoder, capacity: int = CAPACITY, logits: bool = True):
+        super().__init__()
+        self.decoder, self.capacity, self.with_logits = decoder, capacity, logits
+        dims = Dims.of(decoder.config)
+        cos, sin = rope_tables(dims, np.arange(capacity))
+        self.register_buffer("cos_table", torch.from_numpy(cos), persistent=False)   # [1, 1, capacity, 64]
+        self.register_buffer("sin_table", torch.from_numpy(sin), persistent=False)
+        self.register_buffer("columns", torch.arange(capacity, dtype=torch.float32), persistent=False)
+
+    def forward(self, input_pos, tokens=None, embeddings=None, **cache):
+        # every tensor here is 4-D: the GPU delegate miscomputes these ops on rank-2 [S, capacity] tensors
+        # (the prefill graph's caches came back wrong under ai-edge-litert's strict GPU; decode, S = 1, was right)
+        d = self.decoder
+        x = d.embed(tokens) if embeddings is None else embeddings
+        steps = x.shape[1]
+        p0 = input_pos[:1].to(torch.float32).reshape(1, 1, 1, 1)
+        offsets = (self.columns[None, :] - torch.arange(steps, dtype=torch.float32)[:, None])[None, None]
+        diff = offsets - p0                                          # [1, 1, S, capacity]: c - (p0 + s)
+        write = 1.0 - torch.clamp(torch.abs(diff), max=1.0)
+        past = torch.clamp(diff, max=1.0)                      # (d + |d|) / 2: 1 after the row, 0 up to it; no
+        mask = (past + torch.abs(past)) * (0.5 * MASK_VALUE)   # RELU_0_TO_1 (LiteRT-LM's GPU delegate rejects it)
+        mask = torch.cat([mask] * d.config.num_attention_heads, dim=1)               # [1, 9, S, capacity]
+        cos = torch.matmul(write, self.cos_table)                                     # [1, 1, S, 64]
+        sin = torch.matmul(write, self.sin_table)
+        columns = write.transpose(2, 3)                                               # [1, 1, capacity, S]
+        keep = 1.0 - torch.sum(columns, dim=-1, keepdim=True)                         # [1, 1, capacity, 1]
+        columns = torch.cat([columns] * d.config.num_key_value_heads, dim=1)          # [1, 3, capacity, S]
+        one = torch.clamp(p0 + 1.0, max=1.0)
+        out = {}
+        for i, block in enumerate(d.blocks):
+            x, out[f"kv_cache_k_{i}"], out[f"kv_cache_v_{i}"] = block(
+                x, cos, sin, mask, columns, cache[f"kv_cache_k_{i}"], cache[f"kv_cache_v_{i}"], one, keep)
+        if self.with_logits:
+            return {"logits": d.lm_head(d.norm(x)), **out}
+        return out
+
+
+class TokenEmbedder(nn.Module):
+    """LiteRT-LM's EMBEDDER model: one token id [1, 1] -> its embedding [1, 1, 576]. With it in the bundle the
+    executor looks tokens up itself (on the CPU) and feeds the decoder graph `embeddings`: the layout for the
+    GPU backend, whose delegate aborts on an EMBEDDING_LOOKUP over the graph's weights."""
+
+    def __init__(self, decoder: Decoder):
+        super().__init__()
+        self.embed = decoder.embed
+
+    def forward(self, tokens):
+        return {"embeddings": self.embed(tokens)}
+
+
+def litert_lm_inputs(dims: Dims, tokens, position: int, capacity: int = CAPACITY,
+                     cache: dict | None = None, embed=None) -> dict[str, np.ndarray]:
+    """Inputs of a LitertLmStep call: `tokens` at positions position.. (an empty cache unless given); with
+    `embed` (token ids -> [1, S, 576] array) the `embeddings` input instead of `tokens`."""
+    tokens = np.asarray(tokens, np.int32).reshape(1, -1)
+    pos = np.arange(position, position + tokens.shape[1], dtype=np.int32)
+    if cache is None:
+        cache = {f"kv_cache_{k}": v for k, v in empty_cache(dims, capacity).items()}
+    first = {"tokens": tokens} if embed is None else {"embeddings": np.asarray(embed(tokens), np.float32)}
+    return {**first, "input_pos": pos, **cache}
 
 
 # ---------------------------------------------------------------------------------------------
