@@ -2,7 +2,8 @@
 2-block model (SmolLM2's tokenizer, vocabulary, head layout and rotary base; random weights) so it converts in
 about a minute: export + pack, dump_llm_ref.py --tiny (torch greedy), run_litertlm.py --backend cpu (and, where a
 GPU is usable, --backend gpu). LiteRT-LM's greedy tokens must equal torch's for every prompt. The full-size bundle is
-the README's commands.
+the README's commands. The tests that use the converted model are marked slow (the conversion takes about 1.5
+minutes): they run in CI's GPU and slow lane, not the fast one.
 """
 import json
 import os
@@ -42,6 +43,7 @@ def tiny(tmp_path_factory):
     return {"tmp": tmp, "bundle": bundle, "procs": procs}
 
 
+@pytest.mark.slow
 def test_each_step_exits_zero(tiny):
     for name in ("export", "dump", "run"):
         assert name in tiny["procs"], f"{name} did not run (an earlier step failed)"
@@ -49,11 +51,13 @@ def test_each_step_exits_zero(tiny):
         assert proc.returncode == 0, f"{name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
 
 
+@pytest.mark.slow
 def test_step_modules_match_hf_in_torch(tiny):
     line = next(ln for ln in tiny["procs"]["export"].stdout.splitlines() if "max |step logits - HF|" in ln)
     assert "tokens equal for 8/8" in line and float(line.rsplit("=", 1)[1]) < 1e-3, line
 
 
+@pytest.mark.slow
 def test_bundle_layout(tiny):
     from litert_gpu_toolkit.model_info import read_model_info
 
@@ -72,6 +76,7 @@ def test_bundle_layout(tiny):
     assert {n: (t.shape, t.dtype) for n, t in dec.outputs.items()} == {"logits": ((1, 1, 49152), "float32"), **cache}
 
 
+@pytest.mark.slow
 def test_cpu_backend_greedy_equals_torch(tiny):
     record = json.loads((tiny["tmp"] / "results.json").read_text())["litertlm@litertlm-cpu"]
     assert record["device_label"] == "LiteRT-LM 0.18.1 CPU backend (x86_64)"
