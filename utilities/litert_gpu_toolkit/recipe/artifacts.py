@@ -41,3 +41,19 @@ def load_reference(path: Path, how: str):
         return data
     except (OSError, ValueError, EOFError, AttributeError, zipfile.BadZipFile) as exc:
         raise ArtifactError(f"{path} is not a readable .npz ({type(exc).__name__}: {exc}): re-run {how}") from None
+
+
+def save_reference(path: Path, arrays: dict) -> Path:
+    """Write a dump script's reference arrays to `path` (.npz, its folder created) and say where; returns the path.
+    Written beside and then renamed, so an interrupted dump never leaves a truncated reference behind."""
+    import os
+
+    import numpy as np
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.stem}.partial.npz")
+    np.savez(partial, **{k: np.asarray(v) for k, v in arrays.items()})
+    os.replace(partial, path)
+    print(f"wrote {path}")
+    return path

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from litert_gpu_toolkit.recipe import add_weights_argument, script_parser
+from litert_gpu_toolkit.recipe import add_weights_argument, save_reference, script_parser
 from litert_gpu_toolkit.tiling import split
 
 HERE = Path(__file__).resolve().parent
@@ -67,9 +67,7 @@ def main() -> int:
         record[f"{name}/where"] = np.array(where)
         record[f"{name}/torch"] = np.stack(outs)
     out = args.ref or HERE / "artifacts" / f"ref_x{args.scale}_t{args.tile}.npz"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(out, **{k: np.asarray(v) for k, v in record.items()})
-    print(f"wrote {out}")
+    save_reference(out, record)
     return 0
 
 

