@@ -130,7 +130,8 @@ def run_plan(plan_json: Path, inputs: list, device: str, how: str):
         run = run_on_device(path, {sig.key: [{k: v for k, v in f.items() if k in sig.inputs} for f in feeds]},
                             where)
         r = residency(info, run)
-        line = f"{path.stem} ({'fp32' if g.fp32 else 'fp16' if where == 'host-gpu' else where}): {r.line}"
+        precision = "fp32" if g.fp32 else "fp16" if where in ("host-gpu", "host-native") else where
+        line = f"{path.stem} ({precision}): {r.line}"
         print(line)
         runs.append(run)
         reses.append(dataclasses.replace(r, line=line))
