@@ -21,8 +21,8 @@ from native_compare import compare_native_with_python, random_inputs  # tests/na
 import script_runner  # tests/script_runner.py: the one way the tests run a recipe script
 
 
-def run_script(name, *args, env=None, timeout=900):
-    return script_runner.run_script(RECIPE / name, *args, env=env, timeout=timeout)
+def run_script(name, *args, env=None, timeout=900, ok=(0,)):
+    return script_runner.run_script(RECIPE / name, *args, env=env, timeout=timeout, ok=ok)
 
 
 def test_boxes_from_map_finds_components_and_grows_them():
@@ -81,3 +81,39 @@ def test_recipe_export_dump_verify_on_gpu(gpu, tmp_path):
     assert m["boxes_torch"] == m["boxes_device"] == len(ppocr_det.TEXT_LINES)
     assert m["min_box_iou"] >= 0.9 and m["min_map_corr"] >= 0.999
     assert ((RECIPE / "results.json").read_text() if (RECIPE / "results.json").exists() else None) == committed
+
+
+def test_verify_plan_needs_a_gpu_device_and_the_plan_file(tmp_path):
+    """--plan runs part0 in fp32 on the GPU: the CPU is refused, and so is a plan.json that is not there."""
+    cpu = run_script("verify_det.py", "--plan", str(tmp_path / "plan.json"), "--device", "cpu", ok=(2,))
+    assert "--plan runs on a GPU device" in cpu.stderr
+    missing = run_script("verify_det.py", "--plan", str(tmp_path / "plan.json"), ok=(2,))
+    assert "no such file" in missing.stderr
+
+
+@pytest.mark.slow
+def test_precision_plan_export_and_verify_on_gpu(gpu, tmp_path):
+    """export_det.py --fp32-until writes two strict-GPU graphs and plan.json; verify_det.py --plan runs the chain
+    (part0 fp32, part1 fp16) and records one row named after the plan's folder."""
+    committed = (RECIPE / "results.json").read_text() if (RECIPE / "results.json").exists() else None
+    size = ["--height", "160", "--width", "256"]
+    folder, ref = tmp_path / "det_plan", tmp_path / "det_ref.npz"
+    out = run_script("export_det.py", *size, "--fp32-until", "p2o/Relu/10", "--model", str(folder)).stdout
+    assert "part0.tflite" in out and "part1.tflite" in out
+    plan = json.loads((folder / "plan.json").read_text())
+    assert [g["fp32"] for g in plan["graphs"]] == [True, False]
+    assert [g["path"] for g in plan["graphs"]] == ["part0.tflite", "part1.tflite"]   # relative: the plan moves
+    run_script("dump_det_ref.py", *size, "--ref", str(ref), "--images", "rendered")
+    env = dict(os.environ, LITERT_RESULTS_DIR=str(tmp_path))
+    proc = run_script("verify_det.py", *size, "--plan", str(folder / "plan.json"), "--ref", str(ref), env=env)
+    record = json.loads((tmp_path / "results.json").read_text())["det_plan@host-gpu"]
+    assert record["passed"], proc.stdout
+    assert record["residency"].count("(strict GPU)") == 2 and "part0 (fp32)" in record["residency"]
+    assert record["metrics"]["boxes_device"] == len(ppocr_det.TEXT_LINES)
+    assert ((RECIPE / "results.json").read_text() if (RECIPE / "results.json").exists() else None) == committed
+
+
+def test_export_refuses_a_cut_that_is_not_a_module(tmp_path):
+    proc = run_script("export_det.py", "--height", "64", "--width", "64", "--fp32-until", "p2o/NoSuch/0",
+                      "--model", str(tmp_path / "x"), ok=(2,))
+    assert "p2o/NoSuch/0" in proc.stderr

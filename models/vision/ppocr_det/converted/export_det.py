@@ -4,6 +4,13 @@
   python export_det.py                         # 480x640 -> artifacts/det_480x640.tflite
   python export_det.py --height 160 --width 256
   python export_det.py --plain                 # no rewrites: what the plain conversion hits (see README)
+  python export_det.py --height 320 --width 480 --fp32-until p2o/Concat/0   # a two-graph precision plan
+
+--fp32-until MODULE cuts the network after MODULE (an onnx2torch module name) into two graphs in the folder
+artifacts/det_<H>x<W>_fp32-<MODULE with / as _>/: part0.tflite (the image up to MODULE's output), marked fp32 in
+plan.json, and part1.tflite (the rest, fp16). `verify_det.py --plan FOLDER/plan.json` runs the chain. Cut where
+one tensor carries everything: p2o/Concat/0 (the neck's output, the head's only input) is such a place; a cut
+inside the backbone makes part1 recompute the neck's skip inputs from the image, in fp16.
 
 Two ops of the network do not reach the GPU as converted: the HardSigmoid of the squeeze-excite blocks lowers
 to RELU_0_TO_1 (rejected by LiteRT >= 2.1.5) and the two upsampling ConvTranspose2d to TRANSPOSE_CONV version 4
@@ -23,8 +30,9 @@ WEIGHTS = "ch_PP-OCRv4_det_infer.onnx in the rapidocr-onnxruntime wheel; or a pa
 REWRITES = ["patch_hardsigmoid", "patch_conv_transpose"]
 
 
-def graph_name(height: int, width: int, plain: bool) -> str:
-    return f"det_{height}x{width}{'_plain' if plain else ''}"
+def graph_name(height: int, width: int, plain: bool, fp32_until: str | None = None) -> str:
+    name = f"det_{height}x{width}{'_plain' if plain else ''}"
+    return f"{name}_fp32-{fp32_until.replace('/', '_')}" if fp32_until else name
 
 
 def main() -> int:
@@ -34,6 +42,9 @@ def main() -> int:
     add_image_size_arguments(parser, multiple=32)
     parser.add_argument("--plain", action="store_true",
                         help="export without the rewrites (reproduces the README's plain run)")
+    parser.add_argument("--fp32-until", metavar="MODULE",
+                        help="export a two-graph precision plan cut after MODULE (e.g. p2o/Concat/0): the part up "
+                             "to it runs fp32, the rest fp16; --model is then a folder")
     args = parser.parse_args()
     check_image_size(parser, args, 32)
 
@@ -52,13 +63,36 @@ def main() -> int:
     if not args.plain:
         print("rewrites:", ", ".join(REWRITES))
         model = GpuRewriteWrapper(model, include=REWRITES)
-    name = graph_name(args.height, args.width, args.plain)
-    out = args.model or HERE / "artifacts" / f"{name}.tflite"
+    name = graph_name(args.height, args.width, args.plain, args.fp32_until)
     x = torch.from_numpy(ppocr_det.preprocess(np.zeros((args.height, args.width, 3), np.uint8)))
     start = time.perf_counter()
+    if args.fp32_until:
+        return export_plan(parser, model, x, args.model or HERE / "artifacts" / name, args, start)
+    out = args.model or HERE / "artifacts" / f"{name}.tflite"
     export_tflite(model, (x,), out)
     print(f"converted in {time.perf_counter() - start:.1f} s")
     finish_export(out, args, graph=name)
+    return 0
+
+
+def export_plan(parser, model, x, folder: Path, args, start: float) -> int:
+    """The detector as two strict-GPU graphs cut after args.fp32_until, the first marked fp32 (plan.json)."""
+    from litert_gpu_toolkit import plan_precision
+    from litert_gpu_toolkit.precision_plan import CutError
+    from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
+
+    # the rewrite wrapper holds the network as .model: the cut names one of the network's own modules
+    cut = f"model.{args.fp32_until}" if isinstance(model, GpuRewriteWrapper) else args.fp32_until
+    try:
+        plan = plan_precision(model, (x,), cuts=[cut], fp32=[0], out_dir=folder, export_whole=False)
+    except CutError as exc:
+        parser.exit(2, f"error: --fp32-until {args.fp32_until}: {exc}\n")
+    print(f"converted in {time.perf_counter() - start:.0f} s: " + ", ".join(
+        f"{Path(g.path).name} {g.ops} ops ({'fp32' if g.fp32 else 'fp16'})" for g in plan.graphs))
+    for g in plan.graphs:
+        g.path = Path(g.path).name            # plan.json names its graphs relative to its own folder
+        finish_export(folder / g.path, args, graph=f"{folder.name}/{Path(g.path).stem}")
+    print(f"wrote {plan.save(folder / 'plan.json')}")
     return 0
 
 

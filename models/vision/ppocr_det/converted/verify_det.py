@@ -12,12 +12,18 @@ usable GPU (nothing recorded).
     python verify_det.py                          # host GPU (fp16), 480x640
     python verify_det.py --device host-gpu-fp32
     python verify_det.py --device cpu
+    python verify_det.py --height 320 --width 480 --plan artifacts/det_320x480_fp32-p2o_Concat_0/plan.json
+
+--plan runs a two-graph plan from `export_det.py --fp32-until MODULE` on a GPU device: every image through part0
+with fp32 arithmetic, then part1 in the device's own precision (fp16 on host-gpu), each graph strictly on the
+GPU; it is recorded as its own row (graph `<folder>`), with each graph's residency, and the latency is the sum
+of the graphs' medians.
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
-
 
 from litert_gpu_toolkit.metrics import compare
 from litert_gpu_toolkit.recipe import (LATENCY_METRIC, add_image_size_arguments, finish_verify, latency_ms,
@@ -27,6 +33,8 @@ from litert_gpu_toolkit.recipe import (LATENCY_METRIC, add_image_size_arguments,
 HERE = Path(__file__).resolve().parent
 MIN_CORR = 0.999
 MIN_IOU = 0.9
+FP32_OF = {"host-gpu": "host-gpu-fp32", "host-gpu-fp32": "host-gpu-fp32",
+           "host-native": "host-native-fp32", "host-native-fp32": "host-native-fp32"}
 
 
 def main() -> int:
@@ -36,29 +44,47 @@ def main() -> int:
                    help="the .tflite to verify (default: artifacts/det_<height>x<width>.tflite)")
     p.add_argument("--ref", type=Path, default=None, metavar="NPZ",
                    help="the reference outputs to compare with (default: artifacts/det_<height>x<width>_ref.npz)")
+    p.add_argument("--plan", type=Path, metavar="PLAN_JSON",
+                   help="verify a precision plan (export_det.py --fp32-until MODULE) instead of one graph")
     args = p.parse_args()
+    if args.plan is not None and args.device not in FP32_OF:
+        p.error(f"--plan runs on a GPU device that also runs fp32 ({', '.join(FP32_OF)}), not {args.device}")
+    if args.plan is not None and not args.plan.is_file():
+        p.error(f"--plan {args.plan}: no such file (export_det.py --fp32-until MODULE writes it)")
     size = f"{args.height}x{args.width}"
-    args.model = args.model or HERE / "artifacts" / f"det_{size}.tflite"
-    info = load_model(args.model, f"export_det.py --height {args.height} --width {args.width}")
+    how = f"export_det.py --height {args.height} --width {args.width}"
+    if args.plan is None:
+        args.model = args.model or HERE / "artifacts" / f"det_{size}.tflite"
+        info = load_model(args.model, how)
     ref = load_reference(args.ref or HERE / "artifacts" / f"det_{size}_ref.npz",
                          f"dump_det_ref.py --height {args.height} --width {args.width}")
     import ppocr_det  # the host post-processing (imports torch)
 
-    sig = info.signatures[0]
-    (in_name,) = sig.inputs
     images = [str(n) for n in ref["images"]]
-    run = run_on_device(args.model, {sig.key: [{in_name: ref[f"{n}/input"]} for n in images]}, args.device)
-    res = residency(info, run)
-    print(res.line)
-    gates = strict_gates(args.device, res)
+    inputs = [ref[f"{n}/input"] for n in images]
+    if args.plan is not None:
+        args.model, runs, reses, maps, models = run_plan(args.plan, inputs, args.device, how)
+        run, run_s = runs[-1], sum(latency_ms(r.run_s["serving_default"]) for r in runs) / 1e3
+        res_line = "; ".join(r.line for r in reses)
+        gates = strict_gates(args.device, *reses)
+    else:
+        sig = info.signatures[0]
+        (in_name,) = sig.inputs
+        run = run_on_device(args.model, {sig.key: [{in_name: x} for x in inputs]}, args.device)
+        res = residency(info, run)
+        print(res.line)
+        res_line, models = res.line, None
+        gates = strict_gates(args.device, res)
+        maps = next(iter(run.outputs[sig.key].values())) if run.ok else None
+        run_s = run.run_s[sig.key] if run.ok else []
     corr_gate, box_gate = f"map corr >= {MIN_CORR} on every image", f"same boxes as torch, IoU >= {MIN_IOU}"
     metrics: dict = {}
     per_image: dict = {}
-    if not run.ok:
-        print_failure(run)
+    if maps is None:
+        if args.plan is None:
+            print_failure(run)
         gates[corr_gate] = gates[box_gate] = False
     else:
-        maps = next(iter(run.outputs[sig.key].values()))
         ious, corrs, counts = [], [], []
         for name, prob in zip(images, maps):
             c = compare(prob, ref[f"{name}/prob"])
@@ -76,11 +102,45 @@ def main() -> int:
         metrics = {"min_map_corr": round(min(corrs), 6), "min_box_iou": min(ious),
                    "boxes_torch": sum(v["boxes_torch"] for v in per_image.values()),
                    "boxes_device": sum(v["boxes_device"] for v in per_image.values()),
-                   "images": len(images), LATENCY_METRIC: latency_ms(run.run_s[sig.key])}
+                   "images": len(images), LATENCY_METRIC: latency_ms(run_s)}
         gates[corr_gate] = metrics["min_map_corr"] >= MIN_CORR
         gates[box_gate] = all(counts) and metrics["min_box_iou"] >= MIN_IOU and metrics["boxes_torch"] > 0
-    return finish_verify(args, graph=args.model.stem, run=run, residency=res.line, metrics=metrics, gates=gates,
-                         headline=["min_box_iou", "min_map_corr", LATENCY_METRIC], extra={"per_image": per_image})
+    graph = args.model.name if args.plan is not None else args.model.stem   # a plan: its folder's name
+    return finish_verify(args, graph=graph, run=run, residency=res_line, metrics=metrics, gates=gates,
+                         models=models, headline=["min_box_iou", "min_map_corr", LATENCY_METRIC],
+                         extra={"per_image": per_image})
+
+
+def run_plan(plan_json: Path, inputs: list, device: str, how: str):
+    """Every image through the plan's graphs in order, each in its own precision on `device`'s GPU.
+    Returns (plan folder, [runs], [residency per graph], stacked maps or None, {name: .tflite})."""
+    from litert_gpu_toolkit import PrecisionPlan
+
+    plan = PrecisionPlan.load(plan_json)
+    folder = plan_json.parent
+    runs, reses, models, fed = [], [], {}, None
+    for g in plan.graphs:
+        path = Path(g.path)
+        info = load_model(path, f"{how} --fp32-until MODULE")
+        sig = info.signatures[0]
+        where = FP32_OF[device] if g.fp32 else device
+        # graph 0 takes the image; a later one the previous output and the image (plan_precision's inputs)
+        feeds = [{"args_0": x} if fed is None else {"args_0": f, "args_1": x}
+                 for x, f in zip(inputs, fed if fed is not None else inputs)]
+        run = run_on_device(path, {sig.key: [{k: v for k, v in f.items() if k in sig.inputs} for f in feeds]},
+                            where)
+        r = residency(info, run)
+        precision = "fp32" if g.fp32 else "fp16" if where in ("host-gpu", "host-native") else where
+        line = f"{path.stem} ({precision}): {r.line}"
+        print(line)
+        runs.append(run)
+        reses.append(dataclasses.replace(r, line=line))
+        models[f"{folder.name}/{path.stem}"] = path
+        if not run.ok:
+            print_failure(run, path.stem)
+            return folder, runs, reses, None, models
+        fed = list(next(iter(run.outputs[sig.key].values())))
+    return folder, runs, reses, fed, models
 
 
 if __name__ == "__main__":
