@@ -90,7 +90,7 @@ def main(argv=None) -> int:
 
     start = time.perf_counter()
     if args.fp32_until:
-        return export_plan(model, mel, out, args, start)
+        return export_plan(model, mel, out, args)
     export_tflite(model, (mel,), out)
     info = read_model_info(out)
     print(f"converted in {time.perf_counter() - start:.0f} s")
@@ -102,17 +102,11 @@ def main(argv=None) -> int:
     return 0
 
 
-def export_plan(model, mel, folder: Path, args, start: float) -> int:
-    """The generator as two strict-GPU graphs cut after args.fp32_until, the first marked fp32 (plan.json)."""
-    from litert_gpu_toolkit import plan_precision
+def export_plan(model, mel, folder: Path, args) -> int:
+    """The generator as two strict-GPU graphs cut after args.fp32_until, the first with fp32 arithmetic."""
+    from litert_gpu_toolkit.recipe.plans import export_plan as export_parts
 
-    plan = plan_precision(model, (mel,), cuts=[args.fp32_until], fp32=[0], out_dir=folder, export_whole=False)
-    print(f"converted in {time.perf_counter() - start:.0f} s: " + ", ".join(
-        f"{Path(g.path).name} {g.ops} ops ({'fp32' if g.fp32 else 'fp16'})" for g in plan.graphs))
-    for g in plan.graphs:
-        g.path = Path(g.path).name            # plan.json names its graphs relative to its own folder
-        finish_export(folder / g.path, args, graph=f"{folder.name}/{Path(g.path).stem}")
-    print(f"wrote {plan.save(folder / 'plan.json')}")
+    export_parts(model, (mel,), folder, args, cut=args.fp32_until, fp32_part=0)
     return 0
 
 

@@ -19,7 +19,6 @@ the GPU; it is recorded as its own row (graph `<folder>`), with each graph's res
 """
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -31,10 +30,9 @@ from litert_gpu_toolkit.metrics import compare
 from litert_gpu_toolkit.recipe import (LATENCY_METRIC, add_model_argument, add_ref_argument, finish_verify,
                                        latency_ms, load_model, load_reference, print_failure, residency,
                                        run_on_device, strict_gates, verify_main, verify_parser)
+from litert_gpu_toolkit.recipe.plans import FP32_DEVICE, run_plan
 
 HERE = Path(__file__).resolve().parent
-FP32_OF = {"host-gpu": "host-gpu-fp32", "host-gpu-fp32": "host-gpu-fp32",
-           "host-native": "host-native-fp32", "host-native-fp32": "host-native-fp32"}
 
 CORR_GATE = 0.999
 
@@ -74,8 +72,8 @@ def main(argv=None) -> int:
     parser.add_argument("--plan", type=Path, metavar="PLAN_JSON",
                         help="verify a precision plan (export_vocoder.py --fp32-until) instead of one graph")
     args = parser.parse_args(argv)
-    if args.plan is not None and args.device not in FP32_OF:
-        parser.error(f"--plan runs on a GPU device that also runs fp32 ({', '.join(FP32_OF)}), not {args.device}")
+    if args.plan is not None and args.device not in FP32_DEVICE:
+        parser.error(f"--plan runs on a GPU device that also runs fp32 ({', '.join(FP32_DEVICE)}), not {args.device}")
     if args.plan is not None and not args.plan.is_file():
         parser.error(f"--plan {args.plan}: no such file (export_vocoder.py --fp32-until MODULE writes it)")
     from hifigan import load_config, log_mel, stitch_chunks   # imports torch
@@ -86,7 +84,10 @@ def main(argv=None) -> int:
     frames, context, hop, sr = (int(ref[k]) for k in ("frames", "context", "hop", "sample_rate"))
     chunks, torch_chunks = ref["chunks"], ref["torch_chunks"]
     if args.plan is not None:
-        model, run, res, outputs, graphs = run_plan(args.plan, chunks, args.device)
+        plan = run_plan(args.plan, [(c[None],) for c in chunks], args.device, "export_vocoder.py --fp32-until MODULE")
+        model, run, res, graphs = plan.folder, plan.runs[-1], plan.residencies, plan.models
+        outputs = np.stack(plan.outputs).reshape(len(chunks), -1) if plan.ok else None
+        run_s = plan.run_s if plan.ok else 0.0
     else:
         model = args.model or HERE / "artifacts" / f"vocoder_{args.convt}_{frames}f.tflite"
         info = info or load_model(model, f"export_vocoder.py --convt {args.convt} --frames {frames}")
@@ -102,7 +103,7 @@ def main(argv=None) -> int:
             print_failure(run)
         outputs = next(iter(run.outputs[signature.key].values())).reshape(len(chunks), -1) if run.ok else None
         graphs = {model.stem: model}
-    res = res if isinstance(res, list) else [res]
+        res, run_s = [res], run.run_s[signature.key] if run.ok else 0.0
 
     metrics: dict = {}
     if outputs is not None:
@@ -111,8 +112,6 @@ def main(argv=None) -> int:
         torch_wave = ref["torch_wave"]
         c = compare(gpu_wave, torch_wave)
         mel_in, mel_torch, mel_dev = ref["mel"], log_mel(torch_wave, config), log_mel(gpu_wave, config)
-        run_s = sum(r.run_s["serving_default"] for r in run) if isinstance(run, list) else \
-            run.run_s[signature.key]
         metrics = {
             "waveform_corr": c.corr,
             "min_chunk_corr": min(compare(o, t).corr for o, t in zip(outputs, torch_chunks)),
@@ -142,42 +141,9 @@ def main(argv=None) -> int:
     gates = strict_gates(args.device, *res)
     gates[f"waveform corr >= {CORR_GATE}"] = bool(metrics.get("waveform_corr", 0) >= CORR_GATE)
     args.model = model
-    last = run[-1] if isinstance(run, list) else run
     graph = model.name if args.plan is not None else model.stem   # a plan's folder name keeps its dots
-    return finish_verify(args, graph=graph, run=last, residency="; ".join(r.line for r in res), metrics=metrics,
+    return finish_verify(args, graph=graph, run=run, residency="; ".join(r.line for r in res), metrics=metrics,
                          gates=gates, models=graphs, headline=["waveform_corr", "min_chunk_corr", "snr_db"])
-
-
-def run_plan(plan_json: Path, chunks: np.ndarray, device: str):
-    """Every chunk through the plan's graphs in order, each in its own precision on `device`'s GPU.
-    Returns (plan folder, [runs], [residency per graph], stacked outputs or None, {name: .tflite})."""
-    from litert_gpu_toolkit import PrecisionPlan
-
-    plan = PrecisionPlan.load(plan_json)
-    folder = plan_json.parent
-    runs, res, graphs, fed = [], [], {}, None
-    for i, g in enumerate(plan.graphs):
-        path = Path(g.path)
-        info = load_model(path, "export_vocoder.py --fp32-until MODULE")
-        where = FP32_OF[device] if g.fp32 else device
-        # graph 0 takes the mel; a later graph takes the previous output and the mel (plan_precision's inputs)
-        feeds = [{"args_0": c[None]} if fed is None else {"args_0": f[None], "args_1": c[None]}
-                 for c, f in zip(chunks, fed if fed is not None else chunks)]
-        start = time.perf_counter()
-        run = run_on_device(path, {"serving_default": feeds}, where)
-        r = residency(info, run)
-        line = f"{path.stem} ({'fp32' if g.fp32 else 'fp16' if where == 'host-gpu' else where}): {r.line}"
-        print(f"{line}; {len(chunks)} chunks in {time.perf_counter() - start:.0f} s")
-        runs.append(run)
-        res.append(dataclasses.replace(r, line=line))
-        graphs[f"{folder.name}/{path.stem}"] = path
-        if not run.ok:
-            print_failure(run, path.stem)
-            return folder, runs, res, None, graphs
-        out = next(iter(run.outputs["serving_default"].values()))
-        fed = out.reshape(len(chunks), *out.shape[2:]) if out.shape[0] == len(chunks) and out.shape[1] == 1 \
-            else out.reshape(len(chunks), *out.shape[1:])
-    return folder, runs, res, fed.reshape(len(chunks), -1), graphs
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from litert_gpu_toolkit.recipe import add_image_size_arguments, add_weights_argument, check_image_size, script_parser
+from litert_gpu_toolkit.recipe import (add_image_size_arguments, add_weights_argument, check_image_size, save_reference,
+                                       script_parser)
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "ch_PP-OCRv4_det_infer.onnx in the rapidocr-onnxruntime wheel; or a path to that ONNX file"
@@ -56,9 +57,7 @@ def main() -> int:
         record[f"{name}/input"], record[f"{name}/prob"] = x, prob
         record[f"{name}/boxes"], record[f"{name}/scores"] = found.boxes, found.scores
     out = args.ref or HERE / "artifacts" / f"det_{args.height}x{args.width}_ref.npz"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(out, **record)
-    print(f"wrote {out}")
+    save_reference(out, record)
     return 0
 
 

@@ -67,7 +67,7 @@ def main() -> int:
     x = torch.from_numpy(ppocr_det.preprocess(np.zeros((args.height, args.width, 3), np.uint8)))
     start = time.perf_counter()
     if args.fp32_until:
-        return export_plan(parser, model, x, args.model or HERE / "artifacts" / name, args, start)
+        return export_plan(parser, model, x, args.model or HERE / "artifacts" / name, args)
     out = args.model or HERE / "artifacts" / f"{name}.tflite"
     export_tflite(model, (x,), out)
     print(f"converted in {time.perf_counter() - start:.1f} s")
@@ -75,24 +75,18 @@ def main() -> int:
     return 0
 
 
-def export_plan(parser, model, x, folder: Path, args, start: float) -> int:
-    """The detector as two strict-GPU graphs cut after args.fp32_until, the first marked fp32 (plan.json)."""
-    from litert_gpu_toolkit import plan_precision
+def export_plan(parser, model, x, folder: Path, args) -> int:
+    """The detector as two strict-GPU graphs cut after args.fp32_until, the first with fp32 arithmetic."""
     from litert_gpu_toolkit.precision_plan import CutError
+    from litert_gpu_toolkit.recipe.plans import export_plan as export_parts
     from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 
     # the rewrite wrapper holds the network as .model: the cut names one of the network's own modules
     cut = f"model.{args.fp32_until}" if isinstance(model, GpuRewriteWrapper) else args.fp32_until
     try:
-        plan = plan_precision(model, (x,), cuts=[cut], fp32=[0], out_dir=folder, export_whole=False)
+        export_parts(model, (x,), folder, args, cut=cut, fp32_part=0)
     except CutError as exc:
         parser.exit(2, f"error: --fp32-until {args.fp32_until}: {exc}\n")
-    print(f"converted in {time.perf_counter() - start:.0f} s: " + ", ".join(
-        f"{Path(g.path).name} {g.ops} ops ({'fp32' if g.fp32 else 'fp16'})" for g in plan.graphs))
-    for g in plan.graphs:
-        g.path = Path(g.path).name            # plan.json names its graphs relative to its own folder
-        finish_export(folder / g.path, args, graph=f"{folder.name}/{Path(g.path).stem}")
-    print(f"wrote {plan.save(folder / 'plan.json')}")
     return 0
 
 

@@ -21,7 +21,6 @@ of the graphs' medians.
 """
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -29,12 +28,11 @@ from litert_gpu_toolkit.metrics import compare
 from litert_gpu_toolkit.recipe import (LATENCY_METRIC, add_image_size_arguments, finish_verify, latency_ms,
                                        load_model, load_reference, print_failure, residency, run_on_device,
                                        strict_gates, verify_main, verify_parser)
+from litert_gpu_toolkit.recipe.plans import FP32_DEVICE, run_plan
 
 HERE = Path(__file__).resolve().parent
 MIN_CORR = 0.999
 MIN_IOU = 0.9
-FP32_OF = {"host-gpu": "host-gpu-fp32", "host-gpu-fp32": "host-gpu-fp32",
-           "host-native": "host-native-fp32", "host-native-fp32": "host-native-fp32"}
 
 
 def main() -> int:
@@ -47,8 +45,8 @@ def main() -> int:
     p.add_argument("--plan", type=Path, metavar="PLAN_JSON",
                    help="verify a precision plan (export_det.py --fp32-until MODULE) instead of one graph")
     args = p.parse_args()
-    if args.plan is not None and args.device not in FP32_OF:
-        p.error(f"--plan runs on a GPU device that also runs fp32 ({', '.join(FP32_OF)}), not {args.device}")
+    if args.plan is not None and args.device not in FP32_DEVICE:
+        p.error(f"--plan runs on a GPU device that also runs fp32 ({', '.join(FP32_DEVICE)}), not {args.device}")
     if args.plan is not None and not args.plan.is_file():
         p.error(f"--plan {args.plan}: no such file (export_det.py --fp32-until MODULE writes it)")
     size = f"{args.height}x{args.width}"
@@ -63,10 +61,10 @@ def main() -> int:
     images = [str(n) for n in ref["images"]]
     inputs = [ref[f"{n}/input"] for n in images]
     if args.plan is not None:
-        args.model, runs, reses, maps, models = run_plan(args.plan, inputs, args.device, how)
-        run, run_s = runs[-1], sum(latency_ms(r.run_s["serving_default"]) for r in runs) / 1e3
-        res_line = "; ".join(r.line for r in reses)
-        gates = strict_gates(args.device, *reses)
+        plan = run_plan(args.plan, [(x,) for x in inputs], args.device, f"{how} --fp32-until MODULE")
+        args.model, run, run_s, maps, models = plan.folder, plan.runs[-1], plan.run_s, plan.outputs, plan.models
+        res_line = plan.line
+        gates = strict_gates(args.device, *plan.residencies)
     else:
         sig = info.signatures[0]
         (in_name,) = sig.inputs
@@ -109,38 +107,6 @@ def main() -> int:
     return finish_verify(args, graph=graph, run=run, residency=res_line, metrics=metrics, gates=gates,
                          models=models, headline=["min_box_iou", "min_map_corr", LATENCY_METRIC],
                          extra={"per_image": per_image})
-
-
-def run_plan(plan_json: Path, inputs: list, device: str, how: str):
-    """Every image through the plan's graphs in order, each in its own precision on `device`'s GPU.
-    Returns (plan folder, [runs], [residency per graph], stacked maps or None, {name: .tflite})."""
-    from litert_gpu_toolkit import PrecisionPlan
-
-    plan = PrecisionPlan.load(plan_json)
-    folder = plan_json.parent
-    runs, reses, models, fed = [], [], {}, None
-    for g in plan.graphs:
-        path = Path(g.path)
-        info = load_model(path, f"{how} --fp32-until MODULE")
-        sig = info.signatures[0]
-        where = FP32_OF[device] if g.fp32 else device
-        # graph 0 takes the image; a later one the previous output and the image (plan_precision's inputs)
-        feeds = [{"args_0": x} if fed is None else {"args_0": f, "args_1": x}
-                 for x, f in zip(inputs, fed if fed is not None else inputs)]
-        run = run_on_device(path, {sig.key: [{k: v for k, v in f.items() if k in sig.inputs} for f in feeds]},
-                            where)
-        r = residency(info, run)
-        precision = "fp32" if g.fp32 else "fp16" if where in ("host-gpu", "host-native") else where
-        line = f"{path.stem} ({precision}): {r.line}"
-        print(line)
-        runs.append(run)
-        reses.append(dataclasses.replace(r, line=line))
-        models[f"{folder.name}/{path.stem}"] = path
-        if not run.ok:
-            print_failure(run, path.stem)
-            return folder, runs, reses, None, models
-        fed = list(next(iter(run.outputs[sig.key].values())))
-    return folder, runs, reses, fed, models
 
 
 if __name__ == "__main__":
