@@ -252,7 +252,8 @@ SYMPTOMS: tuple[Symptom, ...] = (
               "before their 1/sqrt(d) scale).",
         rewrites=("patch_safe_layernorm", "patch_rmsnorm", "patch_instance_norm", "patch_group_norm",
                   "hierarchical_mean", "safe_mean", "safe_sum", "patch_mask_fill_exact", "patch_safe_softmax",
-                  "patch_rescale_homogeneous", "patch_prescale_attention", "patch_mask_fill_fp16"),
+                  "patch_rescale_homogeneous", "patch_prescale_attention", "patch_safe_vector_norm",
+                  "patch_mask_fill_fp16"),
         numeric="nonfinite",
     ),
     Symptom(

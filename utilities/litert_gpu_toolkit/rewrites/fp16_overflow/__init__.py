@@ -6,13 +6,15 @@ fp32 rounding); `mask_fill`: the default, exact mask fill (`patch_mask_fill_exac
 as in torch instead of NaN (`patch_safe_softmax`); `rescale`: activations too large for fp16 between two linear
 layers scaled by a power of two folded into their weights (`patch_rescale_homogeneous`, bit-identical in fp32);
 `attention_scores`: q @ k^T past fp16's range before its 1/sqrt(d) scale, the scale's power of two moved into the
-query projection (`patch_prescale_attention`, bit-identical in fp32).
+query projection (`patch_prescale_attention`, bit-identical in fp32); `vector_norm`: an L2 norm over many elements
+in a scaled form (`patch_safe_vector_norm`, exact to fp32 rounding).
 """
 from __future__ import annotations
 
 from .softmax import patch_safe_softmax, safe_softmax
 from .rescale import patch_rescale_homogeneous
 from .attention_scores import patch_prescale_attention
+from .vector_norm import safe_vector_norm
 from .mask_fill import FP16_MAX, MASK_FILL, mask_fill_exact, patch_mask_fill_exact, patch_mask_fill_fp16
 from .norms import (
     hierarchical_mean,
