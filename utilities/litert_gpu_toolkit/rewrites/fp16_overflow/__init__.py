@@ -14,7 +14,7 @@ from __future__ import annotations
 from .softmax import patch_safe_softmax, safe_softmax
 from .rescale import patch_rescale_homogeneous
 from .attention_scores import patch_prescale_attention
-from .vector_norm import safe_vector_norm
+from .vector_norm import patch_safe_vector_norm, safe_vector_norm
 from .mask_fill import FP16_MAX, MASK_FILL, mask_fill_exact, patch_mask_fill_exact, patch_mask_fill_fp16
 from .norms import (
     hierarchical_mean,

@@ -18,9 +18,10 @@ from __future__ import annotations
 import math
 
 import torch
+from torch import nn
 
+from .. import Change, register
 from ..functional import register_handler
-from ..registry import declare
 from .norms import hierarchical_mean, row_scale
 
 MIN_ELEMENTS = 64
@@ -66,4 +67,7 @@ def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     return _route(x, ord, dim, keepdim, dtype, out)
 
 
-declare("patch_safe_vector_norm", wall="fp16_overflow")
+@register("patch_safe_vector_norm", wall="fp16_overflow")
+def patch_safe_vector_norm(model: nn.Module) -> list[Change]:
+    """Functional only (see the module docstring): returns no changes by itself."""
+    return []
