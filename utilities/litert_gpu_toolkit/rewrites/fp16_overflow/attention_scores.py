@@ -58,26 +58,6 @@ def _candidates(model: nn.Module) -> list[tuple[str, nn.Module, nn.Linear, nn.Li
     return out
 
 
-def _peaks(model, args, kwargs, layers) -> dict[int, tuple[float, int]]:
-    """id(layer) -> (peak |output|, calls), one forward with hooks."""
-    seen: dict[int, list] = {id(m): [0.0, 0] for m in layers}
-
-    def hook(mod, _inp, out):
-        rec = seen[id(mod)]
-        if isinstance(out, torch.Tensor) and out.is_floating_point() and out.numel():
-            rec[0] = max(rec[0], float(out.detach().abs().nan_to_num(0.0).max()))
-        rec[1] += 1
-
-    handles = [m.register_forward_hook(hook) for m in layers]
-    try:
-        with torch.no_grad():
-            model(*args, **kwargs)
-    finally:
-        for h in handles:
-            h.remove()
-    return {k: (v[0], v[1]) for k, v in seen.items()}
-
-
 class _Calls(TorchFunctionMode):
     """Every torch call of one forward: (func, ids of tensor arguments, ids of tensor results, scalar arguments).
     Keeps the tensors alive so an id names one tensor."""
@@ -104,21 +84,24 @@ _MATMUL = {torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.bmm
 _SCALE = {torch.mul, torch.Tensor.mul, torch.Tensor.__mul__, torch.Tensor.__rmul__}
 
 
-def _scales_scores(model, args, kwargs, q: nn.Linear, scaling: float) -> bool:
-    """True when the query projection's output reaches a matmul as its first operand through views alone, and the
-    matmul's result goes only to a multiply by `scaling`: the pattern whose scale can move into the weights."""
-    out_id: list[int] = []
-    hook = q.register_forward_hook(lambda _m, _i, o: out_id.append(id(o)))
+def _scaled_scores(model, args, kwargs, hot) -> set[str]:
+    """Names of the `hot` modules whose every call follows the pattern: the query projection's output reaches a
+    matmul as its first operand through views alone, and the matmul's result goes only to a multiply by the
+    module's `scaling` (a layer shared across depth, as in ALBERT, runs once per layer). One traced forward."""
+    out_ids: dict[str, list[int]] = {name: [] for name, *_ in hot}
+    hooks = [q.register_forward_hook(lambda _m, _i, o, name=name: out_ids[name].append(id(o)))
+             for name, _m, q, _k in hot]
     trace = _Calls()
     try:
         with torch.no_grad(), trace:
             model(*args, **kwargs)
     finally:
-        hook.remove()
+        for h in hooks:
+            h.remove()
     views = {torch.Tensor.view, torch.Tensor.reshape, torch.reshape, torch.Tensor.transpose, torch.transpose,
              torch.Tensor.permute, torch.permute, torch.Tensor.contiguous, torch.Tensor.unflatten}
 
-    def follows(t: int) -> bool:
+    def follows(t: int, scaling: float) -> bool:
         for _ in range(8):
             users = [c for c in trace.calls if t in c[1]]
             if len(users) != 1:
@@ -132,8 +115,7 @@ def _scales_scores(model, args, kwargs, q: nn.Linear, scaling: float) -> bool:
             t = outs[0]
         return False
 
-    # every call must follow the pattern: a layer shared across depth (ALBERT) runs once per layer
-    return bool(out_id) and all(follows(t) for t in out_id)
+    return {name for name, m, _q, _k in hot if out_ids[name] and all(follows(t, m.scaling) for t in out_ids[name])}
 
 
 def _head_size(module: nn.Module, q: nn.Linear) -> int:
@@ -162,34 +144,35 @@ def patch_prescale_attention(model: nn.Module, example_inputs=None, limit: float
     candidates = _candidates(model)
     if not candidates:
         return []
-    from ...outputs import flat_tensors
     from ..apply import split_example_inputs
+    from .rescale import _outputs, _peaks
 
     args, kwargs = split_example_inputs(example_inputs)
-    peaks = _peaks(model, args, kwargs, [layer for c in candidates for layer in c[2:]])
+    peaks = _peaks(model, args, kwargs)               # layer name -> (peak |output|, calls, peak |input|)
+    names = {id(m): n for n, m in model.named_modules()}
+
+    def peak(layer: nn.Linear) -> float:
+        return peaks[names[id(layer)]][0]
+
     hot = [(n, m, q, k) for n, m, q, k in candidates
-           if peaks[id(q)][1] >= 1 and peaks[id(q)][0] * peaks[id(k)][0] * _head_size(m, q) > limit
-           and math.isfinite(peaks[id(q)][0] * peaks[id(k)][0])]
+           if peaks[names[id(q)]][1] >= 1 and math.isfinite(peak(q) * peak(k))
+           and peak(q) * peak(k) * _head_size(m, q) > limit]
     if not hot:
         return []
-
-    def outputs():
-        with torch.no_grad():
-            return [t.detach().clone() for t in flat_tensors(model(*args, **kwargs))]
-
-    reference = outputs()
+    foldable = _scaled_scores(model, args, kwargs, hot)
+    reference = _outputs(model, args, kwargs)
     changes = []
-    for name, m, q, _k in hot:
-        s = m.scaling
-        if not _scales_scores(model, args, kwargs, q, s):
+    for name, m, q, k in hot:
+        if name not in foldable:
             continue
+        s = m.scaling
         e = math.floor(math.log2(s))
         _fold(m, q, e)
-        if not all(torch.equal(a, b) for a, b in zip(outputs(), reference)):
-            _fold(m, q, -e)                                  # read elsewhere, or a norm / rotation in between
+        if not all(torch.equal(a, b) for a, b in zip(_outputs(model, args, kwargs), reference)):
+            _fold(m, q, -e)                                  # read elsewhere in a way the trace did not show
             m.scaling = s
             continue
         changes.append(Change(name, f"scaling {s:.4g} = 2^{e} x {m.scaling:.4g}: 2^{e} moved into the query "
-                                    f"projection (q·k products {peaks[id(q)][0]:.3g} x {peaks[id(_k)][0]:.3g})",
+                                    f"projection (q·k products {peak(q):.3g} x {peak(k):.3g})",
                               "patch_prescale_attention", True))
     return changes
