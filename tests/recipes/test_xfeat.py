@@ -117,11 +117,12 @@ def test_matcher_key_centring_is_exact_and_the_torch_matcher_recovers_the_motion
 @pytest.mark.slow
 def test_matcher_export_dump_verify_on_gpu(gpu, tmp_path):
     """LighterGlue at N=128 on the 128x160 astronaut pair: fp32 on the GPU passes every gate; fp16 (one graph,
-    which fails the 0.999 probability-corr gate on some pairs at N=512) still recovers the motion here."""
+    which fails the 0.999 probability-corr gate on some pairs at N=512) still recovers the motion here; the
+    precision plan (layers 2-5 in fp32, two strict GPU graphs) passes every gate."""
     committed = (RECIPE / "results.json").read_text()
     n = ["--n", "128"]
     tflite, ref = tmp_path / "matcher.tflite", tmp_path / "matcher_ref.npz"
-    exported = run_script("export_matcher.py", *n, "--model", str(tflite)).stdout
+    exported = run_script("export_matcher.py", *n, "--model", str(tflite), "--fp32-from", "2").stdout
     assert "SafeLayerNorm" in exported
     run_script("dump_matcher_ref.py", *n, "--height", "128", "--width", "160", "--ref", str(ref),
                "--photos", "astronaut")
@@ -129,6 +130,9 @@ def test_matcher_export_dump_verify_on_gpu(gpu, tmp_path):
     for device in ("host-gpu-fp32", "host-gpu"):
         script_runner.run_script(RECIPE / "verify_matcher.py", *n, "--model", str(tflite), "--ref", str(ref),
                                  "--device", device, env=env, ok=(0, 1))   # fp16 may fail a gate: checked below
+    plan = tmp_path / "matcher_n128_plan2"
+    script_runner.run_script(RECIPE / "verify_matcher.py", *n, "--model", str(plan), "--ref", str(ref),
+                             "--fp32-from", "2", env=env)
     records = json.loads((tmp_path / "results.json").read_text())
     fp32, fp16 = records["matcher@host-gpu-fp32"], records["matcher@host-gpu"]
     assert fp32["passed"], fp32
@@ -136,4 +140,7 @@ def test_matcher_export_dump_verify_on_gpu(gpu, tmp_path):
     assert "(strict GPU)" in fp16["residency"] and all(v for k, v in fp16["gates"].items() if "motion" in k)
     m = fp16["metrics"]
     assert m["min_prob_corr"] >= 0.99 and m["min_matches_same"] >= 0.9 and m["min_matches_device"] > 40
+    planned = records["matcher_n128_layers2-5-fp32@host-gpu"]
+    assert planned["passed"] and planned["metrics"]["min_prob_corr"] >= m["min_prob_corr"], planned
+    assert planned["residency"].count("(strict GPU)") == 2 and "part1 (fp32)" in planned["residency"]
     assert (RECIPE / "results.json").read_text() == committed

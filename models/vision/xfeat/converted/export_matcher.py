@@ -63,16 +63,11 @@ def main() -> int:
     print(f"converted in {time.perf_counter() - start:.1f} s")
     finish_export(out, args, graph=name)
     if args.fp32_from is not None:
-        from litert_gpu_toolkit.precision_plan import plan_precision
+        from litert_gpu_toolkit.recipe.plans import export_plan
 
-        folder = out.parent / f"{name}_plan{args.fp32_from}"
-        cut = f"transformers.{args.fp32_from - 1}"
-        plan = plan_precision(model, example, cuts=[cut], fp32=[1], out_dir=folder, export_whole=False)
-        for i, g in enumerate(plan.graphs):
-            finish_export(Path(g.path), args, graph=f"{name}_plan{args.fp32_from}_part{i}")
-        for g in plan.graphs:
-            g.path = Path(g.path).name      # relative, so the plan moves with its folder
-        print(f"plan (cut after {cut}): {plan.save(folder / 'plan.json')}")
+        # the late layers are the sensitive ones (README), so the fp32 part is the second
+        export_plan(model, example, out.parent / f"{name}_plan{args.fp32_from}", args,
+                    cut=f"transformers.{args.fp32_from - 1}", fp32_part=1)
     return 0
 
 

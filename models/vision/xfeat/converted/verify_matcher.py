@@ -27,44 +27,26 @@ from litert_gpu_toolkit.metrics import compare
 from litert_gpu_toolkit.recipe import (LATENCY_METRIC, finish_verify, latency_ms, load_model, load_reference,
                                        print_failure, residency, run_on_device, strict_gates, verify_main,
                                        verify_parser)
+from litert_gpu_toolkit.recipe.plans import FP32_DEVICE, run_plan
 
 HERE = Path(__file__).resolve().parent
 MIN_CORR = 0.999
 MIN_SAME_MATCHES = 0.95
 MAX_MOTION_ERR_PX = 2.0
-FP32_OF = {"host-gpu": "host-gpu-fp32", "host-native": "host-native-fp32"}
 
 
-def run_graphs(paths, devices, samples):
-    """Run the graphs in a chain (one graph: just it): graph k+1 takes graph k's output as its first input and
-    the matcher's inputs after it, as plan_precision cut them. Returns (outputs per sample, runs, infos)."""
-    infos = [load_model(p, "export_matcher.py" + (" --fp32-from LAYER" if len(paths) > 1 else "")) for p in paths]
-    runs, fed = [], None
-    for info, path, device in zip(infos, paths, devices):
-        sig = info.signatures[0]
-        names = sorted(sig.inputs, key=lambda n: int(n.rsplit("_", 1)[-1]))
-        feeds = [dict(zip(names, ([] if fed is None else [fed[i]]) + [s["args_0"], s["args_1"]]))
-                 for i, s in enumerate(samples)]
-        run = run_on_device(path, {sig.key: feeds}, device)
-        runs.append(run)
-        if not run.ok:
-            return None, runs, infos
-        (out,) = run.outputs[sig.key].values()
-        fed = list(out)
-    return fed, runs, infos
-
-
-def one_graph_latency(whole: Path, devices, samples, plan_ms: float) -> dict:
-    """The one-graph matcher timed on the plan's two devices right after the plan ran (the machine's load moves
-    latencies between runs minutes apart), and the plan's ratio to each."""
+def one_graph_latency(whole: Path, device: str, samples, plan_ms: float) -> dict:
+    """The one-graph matcher timed on the plan's two devices (`device` and its fp32 form) right after the plan ran
+    (the machine's load moves latencies between runs minutes apart), and the plan's ratio to each."""
     if not whole.is_file():
         print(f"{whole.name} not found: no one-graph latency next to the plan")
         return {}
     info = load_model(whole, "export_matcher.py")
     sig = info.signatures[0]
     out = {}
-    for device, kind in zip(devices, ("fp16", "fp32")):
-        run = run_on_device(whole, {sig.key: samples}, device)
+    feeds = [{"args_0": k, "args_1": d} for k, d in samples]
+    for where, kind in ((device, "fp16"), (FP32_DEVICE[device], "fp32")):
+        run = run_on_device(whole, {sig.key: feeds}, where)
         if run.ok:
             out[f"latency_ms_one_graph_{kind}"] = latency_ms(run.run_s[sig.key])
             out[f"plan_vs_one_graph_{kind}"] = round(plan_ms / out[f"latency_ms_one_graph_{kind}"], 2)
@@ -80,41 +62,52 @@ def main() -> int:
     p.add_argument("--ref", type=Path, default=None, metavar="NPZ",
                    help="the reference to compare with (default: artifacts/matcher_n<N>_ref.npz)")
     p.add_argument("--fp32-from", type=int, default=None, metavar="LAYER",
-                   help="run the precision plan cut before this layer: its first graph on --device (fp16), the "
-                        f"second on that device's fp32 form ({', '.join(f'{a} -> {b}' for a, b in FP32_OF.items())})")
+                   help="run the precision plan cut before this layer (export_matcher.py --fp32-from LAYER): its "
+                        "first graph on --device, the second on that device's fp32 form ("
+                        + ", ".join(f"{a} -> {b}" for a, b in FP32_DEVICE.items() if a != b) + ")")
     args = p.parse_args()
-    if args.fp32_from is not None and args.device not in FP32_OF:
-        p.error(f"--fp32-from needs a GPU device that also runs fp32 ({', '.join(FP32_OF)}), not {args.device}")
+    if args.fp32_from is not None and args.device not in FP32_DEVICE:
+        p.error(f"--fp32-from needs a GPU device that also runs fp32 ({', '.join(FP32_DEVICE)}), not {args.device}")
     name = f"matcher_n{args.n}"
+    how = f"export_matcher.py --n {args.n}" + (f" --fp32-from {args.fp32_from}" if args.fp32_from else "")
     if args.fp32_from is None:
         args.model = args.model or HERE / "artifacts" / f"{name}.tflite"
-        paths, devices, graph = [args.model], [args.device], args.model.stem
+        info = load_model(args.model, how)        # a missing or corrupt graph is a usage error before anything runs
+        graph = args.model.stem
     else:
-        folder = args.model or HERE / "artifacts" / f"{name}_plan{args.fp32_from}"
-        paths = [folder / "part0.tflite", folder / "part1.tflite"]
-        devices = [args.device, FP32_OF[args.device]]
+        plan_json = (args.model or HERE / "artifacts" / f"{name}_plan{args.fp32_from}") / "plan.json"
+        if not plan_json.is_file():
+            p.error(f"{plan_json}: no such file ({how} writes it)")
         graph = f"{name}_layers{args.fp32_from}-5-fp32"
-    for path in paths:       # a missing or corrupt graph is a usage error before anything runs
-        load_model(path, f"export_matcher.py --n {args.n}"
-                   + (f" --fp32-from {args.fp32_from}" if args.fp32_from else ""))
     ref = load_reference(args.ref or HERE / "artifacts" / f"{name}_ref.npz", f"dump_matcher_ref.py --n {args.n}")
     import lighterglue  # the host side (imports torch)
     import xfeat
 
     photos = [str(n) for n in ref["photos"]]
-    samples = [{"args_0": ref[f"{n}/keypoints"], "args_1": ref[f"{n}/descriptors"]} for n in photos]
-    outs, runs, infos = run_graphs(paths, devices, samples)
-    ress = [residency(info, run) for info, run in zip(infos, runs)]
-    lines = [r.line + (" (fp32)" if d != args.device else "") for r, d in zip(ress, devices)]
+    samples = [(ref[f"{n}/keypoints"], ref[f"{n}/descriptors"]) for n in photos]
+    if args.fp32_from is None:
+        key = info.signatures[0].key
+        run = run_on_device(args.model, {key: [{"args_0": k, "args_1": d} for k, d in samples]}, args.device)
+        res = residency(info, run)
+        runs, ress, lines, models = [run], [res], [res.line], {graph: args.model}
+        outs = list(next(iter(run.outputs[key].values()))) if run.ok else None
+        ms = [latency_ms(run.run_s[key])] if run.ok else []
+    else:
+        plan = run_plan(plan_json, samples, args.device, how)
+        runs, ress, outs = plan.runs, plan.residencies, plan.outputs
+        lines = [r.line for r in ress]
+        models = {f"{graph}/{Path(path).stem}": path for path in plan.models.values()}
+        ms = [latency_ms(next(iter(r.run_s.values()))) for r in runs] if plan.ok else []
     print("; ".join(lines))
-    gates = strict_gates(args.device, *ress) if len(ress) == len(paths) else strict_gates(args.device)
+    gates = strict_gates(args.device, *ress)
     gate_names = (f"probability matrix corr >= {MIN_CORR} on every pair",
                   f"matches equal to torch's >= {MIN_SAME_MATCHES} on every pair",
                   f"device motion error <= {MAX_MOTION_ERR_PX} px on every pair")
     metrics: dict = {}
     per_pair: dict = {}
     if outs is None:
-        print_failure(runs[-1])
+        if args.fp32_from is None:       # run_plan has said which part failed and why
+            print_failure(runs[-1])
         gates.update(dict.fromkeys(gate_names, False))
     else:
         height, width = (int(v) for v in ref["size"])
@@ -141,7 +134,6 @@ def main() -> int:
                   f"{v['motion_err_px_device']:.2f} px (device vs torch {v['device_vs_torch_motion_px']:.2f} px)")
         pv = per_pair.values()
         # one matching step costs one call of each graph: the sum of their medians
-        ms = [latency_ms(run.run_s[info.signatures[0].key]) for run, info in zip(runs, infos)]
         metrics = {"min_prob_corr": min(v["prob_corr"] for v in pv),
                    "min_matches_same": min(v["matches_same_fraction"] for v in pv),
                    "max_motion_err_px": max(v["motion_err_px_device"] for v in pv),
@@ -150,12 +142,11 @@ def main() -> int:
                    "n": args.n, "pairs": len(photos), LATENCY_METRIC: round(sum(ms), 1)}
         if len(ms) > 1:
             metrics["latency_ms_graphs"] = " + ".join(f"{m:g}" for m in ms)
-            metrics.update(one_graph_latency(paths[0].parent.parent / f"{name}.tflite", devices, samples,
+            metrics.update(one_graph_latency(plan_json.parent.parent / f"{name}.tflite", args.device, samples,
                                              metrics[LATENCY_METRIC]))
         gates[gate_names[0]] = metrics["min_prob_corr"] >= MIN_CORR
         gates[gate_names[1]] = metrics["min_matches_same"] >= MIN_SAME_MATCHES
         gates[gate_names[2]] = metrics["max_motion_err_px"] <= MAX_MOTION_ERR_PX
-    models = {Path(path).stem if len(paths) == 1 else f"{graph}/{Path(path).stem}": path for path in paths}
     # a plan is labelled by its fp16 graph (the residency line marks the fp32 one), as verify_oww.py does
     label_run = runs[0] if runs[-1].ok else runs[-1]
     return finish_verify(args, graph=graph, run=label_run, residency="; ".join(lines), metrics=metrics, gates=gates,
