@@ -6,6 +6,7 @@ import textwrap
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from litert_gpu_toolkit.bisect import _diagnose, auto_boundaries, bisect, BoundaryResult
 from litert_gpu_toolkit.metrics import compare
@@ -56,6 +57,27 @@ class Deep(nn.Module):
         return self.layers(x)
 
 
+class PaddedCosine(nn.Module):
+    """Cosine attention over a window whose last keys are padding (all zero), as Swin-V2 pads its windows."""
+
+    def forward(self, x):
+        k = x * (torch.arange(x.shape[1]) < 10).to(x.dtype)[:, None]
+        scores = F.normalize(x, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1) * 10.0
+        return scores.softmax(-1) @ x
+
+
+class PaddedWindows(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Sequential(nn.Linear(32, 32), nn.GELU()), PaddedCosine(),
+                                     nn.Sequential(nn.Linear(32, 32), nn.GELU())])
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
 def test_auto_boundaries_pick_the_repeated_blocks():
     assert auto_boundaries(Planted()) == ["blocks.0", "blocks.1", "blocks.2", "blocks.3"]
     assert auto_boundaries(Deep(3)) == ["layers.0", "layers.1", "layers.2"]
@@ -90,6 +112,19 @@ def test_planted_overflow_block_is_found(gpu):
     assert all(b.fp16.corr > 0.999 for b in report.boundaries[:2])
     assert report.module == "blocks.2.norm" and "MEAN" in report.ops, report.summary()
     assert "patch_rmsnorm" in report.rewrites
+
+
+def test_an_fp16_underflow_is_named_down_to_the_op(gpu):
+    """F.normalize of an all-zero key: eps = 1e-12 is 0 in fp16, 0 / 0 on the GPU. Bisect finds the block, torch
+    with fp16 tensors names the op and says its fp32 result is in range: underflow, answered by l2_normalize."""
+    torch.manual_seed(0)
+    report = bisect(PaddedWindows().eval(), (torch.randn(1, 16, 32),), progress=False)
+    assert report.first_divergent == "blocks.1", report.summary()
+    assert report.diagnosis == "underflow", report.summary()
+    assert report.boundaries[1].fp32.corr > 0.999
+    assert (report.fp16_fault.op, report.fp16_fault.module) == ("normalize", "blocks.1"), report.summary()
+    assert report.rewrites[0] == "l2_normalize" and "normalize in blocks.1" in report.explanation
+    assert report.to_dict()["fp16_fault"]["kind"] == "underflow"
 
 
 def test_deep_chaotic_stack_is_diagnosed_as_compounding(gpu):

@@ -7,7 +7,8 @@ GPU in fp16, the GPU in fp32 -- each compared with torch (correlation, SNR in dB
 non-finite count, all-zero).
 
 Boundaries ("auto"): every block in execution order -- each non-leaf member of a ModuleList /
-Sequential (a transformer layer, a ResNet bottleneck, an inverted residual), without descending into
+Sequential (a transformer layer, a ResNet bottleneck, an inverted residual; in a container with no torch
+leaf layer, also a member that is the model's own module without children), without descending into
 a block -- then the model's own output. A model whose containers hold only leaf layers falls back to
 those layers. At most `max_boundaries`, spread evenly over the model.
 
@@ -19,8 +20,13 @@ The first diverging boundary is classified from the measurements, never from nam
   * conversion_error -- LiteRT's CPU runtime disagrees with torch: the converted graph is wrong;
   * miscompute -- the CPU runtime is right, the GPU is wrong in fp32 as well: a GPU kernel is wrong;
   * overflow -- fp16 non-finite / all-zero, or a sudden fp16-only drop (fp32 right): a range problem;
+  * underflow -- fp16-only, and torch run with fp16 tensors (`fp16_emulation`) names an op in the block that turns
+    non-finite although its fp32 result is in range: a constant or value rounds to zero (an eps of 1e-12);
   * compounding -- an fp16-only error growing by a similar factor block after block;
   * degraded -- an fp16-only loss inside one block that is none of the above.
+For any fp16-only divergence the model also runs in torch with fp16 tensors: when the first op that turns
+non-finite there lies in the diverging block, the class follows its fp32 result (overflow or underflow), the
+report names that op and module (`report.fp16_fault`) and its fp16-safe rewrite comes first in `report.rewrites`.
 `report.rewrites` lists the toolkit rewrites that match the class and what the block contains.
 
     report = bisect(model, (x,)); print(report.summary())
@@ -42,6 +48,7 @@ from .bisect_boundaries import _children_in_order, _Tap, auto_boundaries, execut
 from .bisect_diagnosis import _block_facts, _block_reductions, _diagnose, matching_rewrites  # noqa: F401 - public
 from .bisect_report import (DEFAULT_MAX_BOUNDARIES, BisectReport, BoundaryResult, diverges)  # noqa: F401 - public
 from .files import special_file_problem
+from .fp16_emulation import first_fp16_fault
 from .metrics import Comparison, compare
 from .model_info import read_model_info
 from .runtime import compile_and_run
@@ -144,7 +151,14 @@ def _bisect(model, example_inputs, boundaries, min_corr, workdir, fp32, cpu, pro
                 cache[block] = _block_facts(model, block, example_inputs, forward)
             return cache[block]
 
-        first, kind, why = _diagnose(rows, min_corr, facts)
+        faults: list = []
+
+        def fault():
+            if not faults:
+                faults.append(first_fp16_fault(model, example_inputs, forward))
+            return faults[0]
+
+        first, kind, why = _diagnose(rows, min_corr, facts, fault)
         inside: list[BoundaryResult] = []
         module, ops = first, []
         if first is not None and kind not in ("export_failed", "not_on_gpu", "clean"):
@@ -166,6 +180,11 @@ def _bisect(model, example_inputs, boundaries, min_corr, workdir, fp32, cpu, pro
                     module, ops = culprit.name, culprit.ops
             why += f". First diverging module: {module}" + (f" (ops it adds: {', '.join(ops)})" if ops else "")
         rewrites = matching_rewrites(kind, facts(model_path_of(first, rows)), ops) if first is not None else []
+        found = faults[0] if faults else None
+        if found is not None and kind == found.kind and found.rewrite:
+            rewrites = list(dict.fromkeys([found.rewrite] + rewrites))
+        if found is not None and kind == found.kind and module == first and found.module:
+            module = found.module
     finally:
         if bar is not None:
             bar.close()
@@ -173,7 +192,8 @@ def _bisect(model, example_inputs, boundaries, min_corr, workdir, fp32, cpu, pro
             tmp.cleanup()
     corrs = [r.fp16.corr for r in rows if r.fp16 is not None and not math.isnan(r.fp16.corr)]
     return BisectReport(rows, first, kind, why, min(corrs) if corrs else float("nan"), module=module, ops=ops,
-                        rewrites=rewrites, not_run=[n or "<output>" for n in names if n not in done], inside=inside)
+                        rewrites=rewrites, not_run=[n or "<output>" for n in names if n not in done], inside=inside,
+                        fp16_fault=found if found is not None and kind == found.kind else None)
 
 
 def model_path_of(label: str | None, rows: list[BoundaryResult]) -> str:

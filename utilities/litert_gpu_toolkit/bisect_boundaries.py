@@ -10,17 +10,25 @@ def _has_children(module) -> bool:
     return next(iter(module.children()), None) is not None
 
 
+def _torch_layer(module) -> bool:
+    """A leaf layer torch itself defines (Linear, GELU, ...), as opposed to a model's own module."""
+    return not _has_children(module) and type(module).__module__.startswith("torch.")
+
+
 def _blocks(model) -> list[str]:
-    """Non-leaf members of every ModuleList / Sequential, not descending into a block."""
+    """Non-leaf members of every ModuleList / Sequential, not descending into a block. A container holding no
+    torch leaf layer is a list of blocks: its members with a forward of their own count even without children
+    (a parameter-free attention step between two layers)."""
     import torch.nn as nn
 
     found: list[str] = []
 
     def visit(module, prefix: str) -> None:
         container = isinstance(module, (nn.ModuleList, nn.Sequential)) and len(module) >= 2
+        of_blocks = container and not any(_torch_layer(c) for c in module.children())
         for name, child in module.named_children():
             path = f"{prefix}.{name}" if prefix else name
-            if container and _has_children(child):
+            if container and (_has_children(child) or of_blocks):
                 found.append(path)
             elif _has_children(child):
                 visit(child, path)

@@ -25,9 +25,11 @@ def _block_reductions(model, boundary: str, ops: set[str]) -> list[str]:
 # ------------------------------------------------------------------------------------------- diagnosis
 
 def _diagnose(rows: list[BoundaryResult], min_corr: float,
-              facts=None) -> tuple[str | None, str, str]:
+              facts=None, fault=None) -> tuple[str | None, str, str]:
     """(first diverging boundary, class, explanation) over the rows in model order. facts(block path) -> the
-    block's `_block_facts` (its peak values tell an fp16 overflow from a precision loss); None: not known."""
+    block's `_block_facts` (its peak values tell an fp16 overflow from a precision loss); None: not known.
+    fault() -> the model's first fp16 range fault reproduced in torch (`fp16_emulation.first_fp16_fault`) or None;
+    asked only for an fp16-only divergence, and used when it lies inside the diverging block."""
     failed = next((r for r in rows if r.status.startswith("export_failed")), None)
     if failed is not None:
         return (failed.label, "export_failed",
@@ -52,6 +54,14 @@ def _diagnose(rows: list[BoundaryResult], min_corr: float,
                 f"the GPU is wrong at {name} in fp32 as well (corr fp16 {_f(f16.corr)}, fp32 "
                 f"{_f(first_bad.fp32.corr)}) while LiteRT's CPU runtime is right: the GPU computes an op of this "
                 "block wrongly -- not precision")
+    found = fault() if fault is not None else None
+    if found is not None and (not first_bad.name or found.module == first_bad.name
+                              or found.module.startswith(first_bad.name + ".")):
+        what = ("non-finite values" if f16.nonfinite else "an all-zero output" if f16.all_zero
+                else f"corr {_f(f16.corr)}, SNR {_db(f16)} dB")
+        return (name, found.kind,
+                f"{what} at {name} in fp16 only{'' if first_bad.fp32 is None else ' (fp32 is fine)'}; "
+                f"{found.describe()}")
     if f16.nonfinite or f16.all_zero:
         what = "non-finite values" if f16.nonfinite else "an all-zero output"
         red = ", ".join(first_bad.reductions) or "no norm module found; look for mean/sum/variance"

@@ -1,8 +1,10 @@
 """What bisect measured: one row per boundary (`BoundaryResult`) and the report with its diagnosis (`BisectReport`)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from .metrics import Comparison
 
@@ -50,7 +52,8 @@ def diverges(cmp: Comparison | None, min_corr: float) -> bool:
 class BisectReport:
     boundaries: list[BoundaryResult]
     first_divergent: str | None
-    diagnosis: str   # overflow compounding degraded miscompute conversion_error clean not_on_gpu export_failed
+    diagnosis: str   # overflow underflow compounding degraded miscompute conversion_error clean not_on_gpu
+    #                  export_failed
     explanation: str
     min_corr: float
     module: str | None = None         # the first diverging module inside the first diverging block
@@ -58,12 +61,14 @@ class BisectReport:
     rewrites: list[str] = field(default_factory=list)    # toolkit rewrites that match the class and the block
     not_run: list[str] = field(default_factory=list)     # boundaries the time budget left out
     inside: list[BoundaryResult] = field(default_factory=list)   # the first diverging block's children
+    fp16_fault: Any = None            # fp16_emulation.Fp16Fault behind an overflow / underflow class, if reproduced
 
     def to_dict(self) -> dict:
         return {"boundaries": [b.to_dict() for b in self.boundaries], "first_divergent": self.first_divergent,
                 "diagnosis": self.diagnosis, "explanation": self.explanation, "min_corr": self.min_corr,
                 "module": self.module, "ops": self.ops, "rewrites": self.rewrites, "not_run": self.not_run,
-                "inside": [b.to_dict() for b in self.inside]}
+                "inside": [b.to_dict() for b in self.inside],
+                "fp16_fault": None if self.fp16_fault is None else dataclasses.asdict(self.fp16_fault)}
 
     def summary(self) -> str:
         rows = [f"{'boundary':38s} {'corr fp16':>10s} {'SNR fp16':>9s} {'SNR fp32':>9s} {'corr CPU':>9s} "

@@ -249,11 +249,13 @@ SYMPTOMS: tuple[Symptom, ...] = (
         cause="A reduction (variance, sum of squares, long mean) passes fp16's 65504 on the GPU, a constant "
               "beyond it (HF's finfo(float32).min mask fill) meets a multiply by 0, or a layer's outputs "
               "themselves pass it (large BN-folded weights, a gated MLP's product, attention scores formed "
-              "before their 1/sqrt(d) scale).",
+              "before their 1/sqrt(d) scale); or the other end: a constant below fp16's smallest subnormal "
+              "rounds to 0 (F.normalize's eps = 1e-12: a zero vector, a padded key, gives 0 / 0). bisect "
+              "names the op by running torch with fp16 tensors (class overflow or underflow).",
         rewrites=("patch_safe_layernorm", "patch_rmsnorm", "patch_instance_norm", "patch_group_norm",
                   "hierarchical_mean", "safe_mean", "safe_sum", "patch_mask_fill_exact", "patch_safe_softmax",
                   "patch_rescale_homogeneous", "patch_prescale_attention", "patch_safe_vector_norm",
-                  "patch_mask_fill_fp16"),
+                  "patch_mask_fill_fp16", "l2_normalize"),
         numeric="nonfinite",
     ),
     Symptom(

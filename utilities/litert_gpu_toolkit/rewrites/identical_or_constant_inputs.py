@@ -19,8 +19,18 @@ the desktop WebGPU accelerator accepts it, so only the lint sees it here).
 
 `l2_normalize(x, dim)` squares |x| as ABS(x) * MAXIMUM(x, -x): the same values from two different
 tensors, so no node takes one tensor twice; the SUM stays a SUM (a BATCH_MATMUL dot product was
-tried and lost ~2.5e-3 of the norm in fp16 on llvmpipe). Exact: |x| * |x| == x * x bit for bit;
-the result differs from `F.normalize(x, p=2)` only by fp32 summation order (~1e-7).
+tried and lost ~2.5e-3 of the norm in fp16 on llvmpipe). It also works on x / s, s = max(max|x|, 2^-14)
+along `dim`, for two fp16 walls of the plain formula (both measured on llvmpipe):
+
+* a zero vector (a padded token's key: Swin-V2 pads windows with zeros and zeroes the key bias) gives
+  0 / max(0, eps), and eps = 1e-12 is 0 in fp16: NaN, which the softmax spreads over every query;
+* a sum of squares passes 65504 once |x| exceeds 256 / sqrt(n) (trained outlier channels).
+
+With the scale, the norm of x / s is at least 1 whenever max|x| >= 2^-14, and the denominator is clamped
+at 2^-14 (fp16's smallest normal) instead of eps. Bound: equal to `F.normalize(x, p=2)` up to fp32
+summation order (~1e-7 relative) for every x with ||x|| >= 2^-28 (3.7e-9) and for x = 0; a nonzero x
+below that (every entry under fp16's smallest subnormal, so zero on an fp16 GPU anyway) comes out
+scaled by ||x|| / 2^-28 instead of ||x|| / max(||x||, eps).
 `F.normalize` calls are routed here under `GpuRewriteWrapper` (handler name `l2_normalize`).
 """
 from __future__ import annotations
@@ -120,11 +130,17 @@ def _sub_self(input, other=None, *, alpha=1, out=None):
     return torch.zeros_like(input)
 
 
+_NORM_FLOOR = 2.0 ** -14     # fp16's smallest normal number: a clamp the GPU keeps (eps = 1e-12 is 0 in fp16)
+
+
 def l2_normalize(x: torch.Tensor, dim: int = -1, eps: float = 1e-12) -> torch.Tensor:
-    """x / max(||x||_2, eps) along `dim`, like F.normalize(x, p=2, dim, eps)."""
-    # |x| twice, by two different ops (ABS and MAXIMUM(x, -x)): equal values, different tensors
-    squared = (x.abs() * torch.maximum(x, -x)).sum(dim, keepdim=True)
-    return x / torch.sqrt(squared).clamp(min=eps)
+    """x / max(||x||_2, eps) along `dim`, like F.normalize(x, p=2, dim, eps); finite in fp16 for a zero vector
+    and for |x| past 256 (bound in the module docstring)."""
+    s = torch.amax(x.abs(), dim=dim, keepdim=True).clamp(min=_NORM_FLOOR)
+    xs = x / s
+    # |xs| twice, by two different ops (ABS and MAXIMUM(xs, -xs)): equal values, different tensors
+    squared = (xs.abs() * torch.maximum(xs, -xs)).sum(dim, keepdim=True)
+    return xs / torch.sqrt(squared).clamp(min=max(eps / _NORM_FLOOR, _NORM_FLOOR))
 
 
 @register_handler(F.normalize, "l2_normalize")

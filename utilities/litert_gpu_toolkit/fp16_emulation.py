@@ -1,0 +1,137 @@
+"""Run a model in torch with fp16 tensors and name the first op whose output turns non-finite from finite inputs.
+
+Bisect measures *where* the GPU's fp16 output goes wrong; this says *which op and why* when the cause is a range
+problem that torch reproduces: a copy of the model and its floating inputs cast to fp16 run on the CPU under a
+`TorchFunctionMode` that watches every call. The first call whose output has an inf / NaN while every floating
+tensor it received was finite is recomputed with those inputs in fp32:
+
+  * the fp32 result leaves fp16's range (|x| > 65504): **overflow** -- the op's true result does not fit;
+  * the fp32 result is finite and inside the range: **underflow** -- something the op needs rounds away in fp16:
+    a constant below fp16's smallest subnormal (an eps of 1e-12 is 0, so 0 / max(0, eps) = NaN) or a value
+    that loses its magnitude; the op is fine in exact arithmetic and wrong only in fp16.
+
+What it cannot see: the GPU's own accumulation order (torch's CPU kernels accumulate half tensors in fp32 for
+matmul, conv and norms), so a sum of squares that overflows inside a GPU reduction may well be finite here, and
+a tensor the model makes in fp32 itself (`.float()`) promotes what it touches back to fp32. A `None` result
+therefore proves nothing; a fault it names is reproduced in torch, module and op included.
+Rewritten models are watched as they are converted (pass the `GpuRewriteWrapper` as `forward`): the calls seen are
+the rewritten ones.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Sequence
+
+from .bisect_report import FP16_MAX
+
+# the op a fault is named by -> the toolkit rewrite that computes it in an fp16-safe form
+SAFE_FORMS = {"normalize": "l2_normalize", "norm": "patch_safe_vector_norm", "vector_norm": "patch_safe_vector_norm",
+              "layer_norm": "patch_safe_layernorm", "group_norm": "patch_group_norm",
+              "instance_norm": "patch_instance_norm", "softmax": "patch_safe_softmax"}
+
+
+@dataclasses.dataclass
+class Fp16Fault:
+    """The first op whose fp16 output is non-finite from finite inputs (module docstring)."""
+    op: str                 # the function's name: "normalize", "matmul", "__mul__", ...
+    module: str             # the innermost module running it (a path in the model passed in; "" = top level)
+    kind: str               # "overflow" or "underflow"
+    fp32_peak: float        # max |result| of the same call in fp32 (nan when it could not be recomputed)
+
+    @property
+    def rewrite(self) -> str | None:
+        return SAFE_FORMS.get(self.op.strip("_"))
+
+    def describe(self) -> str:
+        where = f"{self.op} in {self.module or 'the top-level forward'}"
+        if self.kind == "overflow":
+            return (f"in torch with fp16 tensors, {where} is the first op to give inf/NaN: its result reaches "
+                    f"{self.fp32_peak:.3g} in fp32, past fp16's 65504")
+        return (f"in torch with fp16 tensors, {where} is the first op to give inf/NaN although its fp32 result is "
+                f"finite (peak {self.fp32_peak:.3g}): something it needs rounds to zero in fp16 (a constant such as "
+                "an eps below 6e-8, or a value that loses its magnitude)")
+
+
+def first_fp16_fault(model, example_inputs: Sequence, forward=None) -> Fp16Fault | None:
+    """The first fp16 range fault of `model` on `example_inputs` (module docstring), or None when the fp16 run in
+    torch stays finite or cannot run (an op without a CPU fp16 kernel). `forward`: the module to call instead of
+    `model` (e.g. a GpuRewriteWrapper around it); module paths are given in `model`'s names. The caller's model is
+    never changed: a deep copy is cast."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    root = forward if forward is not None else model
+    prefix = next((f"{n}." for n, m in root.named_modules() if m is model and n), "")
+    twin = copy.deepcopy(root).half().eval()
+    names = {id(m): n[len(prefix):] if n.startswith(prefix) else n for n, m in twin.named_modules()}
+    stack: list[str] = [""]
+    handles = []
+
+    def enter(mod, _args) -> None:
+        stack.append(names.get(id(mod), ""))
+
+    def leave(_mod, _args, _out) -> None:         # returns None: a hook's return value would replace the output
+        stack.pop()
+
+    for m in twin.modules():
+        handles += [m.register_forward_pre_hook(enter), m.register_forward_hook(leave)]
+
+    def tensors(value):
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                yield from tensors(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                yield from tensors(v)
+
+    def to32(value):
+        if isinstance(value, torch.Tensor) and value.dtype == torch.float16:
+            return value.float()
+        if isinstance(value, (list, tuple)):
+            return type(value)(to32(v) for v in value)
+        return value
+
+    found: list[Fp16Fault] = []
+
+    class Watch(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            if found:
+                return out
+            outs = [t for t in tensors(out) if t.is_floating_point()]
+            if outs and any(not bool(torch.isfinite(t).all()) for t in outs):
+                ins = [t for t in tensors((args, kwargs)) if t.is_floating_point()]
+                if all(bool(torch.isfinite(t).all()) for t in ins):
+                    found.append(_classify(func, args, kwargs, to32, tensors, stack[-1]))
+            return out
+
+    half = tuple(t.half() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in example_inputs)
+    try:
+        with torch.no_grad(), Watch():
+            twin(*half)
+    except Exception:                                 # noqa: BLE001 - no CPU fp16 kernel for some op: no answer
+        pass
+    finally:
+        for h in handles:
+            h.remove()
+    return found[0] if found else None
+
+
+def _classify(func, args, kwargs, to32, tensors, module: str) -> Fp16Fault:
+    import torch
+
+    name = getattr(func, "__name__", str(func))
+    peak = float("nan")
+    try:
+        ref = func(*to32(tuple(args)), **{k: to32(v) for k, v in kwargs.items()})
+        vals = [t for t in tensors(ref) if t.is_floating_point() and t.numel()]
+        if vals and all(bool(torch.isfinite(t).all()) for t in vals):
+            peak = max(float(t.abs().max()) for t in vals)
+    except Exception:                                 # noqa: BLE001 - a call that needs fp16 arguments
+        pass
+    kind = "overflow" if not peak <= FP16_MAX else "underflow"
+    return Fp16Fault(name, module, kind, peak)
