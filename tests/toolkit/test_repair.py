@@ -115,3 +115,59 @@ def test_convert_for_gpu_bisects_and_repairs_fp16_loss(gpu, tmp_path, measured):
              f"{', '.join(result.repaired)} -> {result.verdict}")
     assert "diagnosis (bisect" in result.summary() and "SNR fp16" in result.summary()
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")], "scratch files left behind"
+
+
+class _FakeJob:
+    """convert._Job's surface that `_attempts` uses: canned results per attempt label."""
+
+    def __init__(self, results):
+        self.results, self.labels, self.log = results, [], []
+        self.diagnose_budget_s = 60.0
+
+    def attempt(self, path, exclude, label, *, copy_model, dropped=None):
+        self.labels.append(label)
+        return self.results[label]
+
+    def finish(self, result, path, dropped=None):
+        result.dropped = dict(dropped or {})
+        return result
+
+
+@pytest.mark.parametrize("repair_wins", [False, True])
+def test_a_wrong_full_gpu_file_is_diagnosed_even_when_the_fallback_wins(monkeypatch, tmp_path, repair_wins):
+    """The rewritten file runs fully on the GPU with wrong numbers and plain conversion (part on the CPU, right
+    numbers) ranks higher: the rewritten file is still bisected; its repair is taken only when it beats the
+    fallback, else the fallback carries the diagnosis, labelled as the rewritten file's."""
+    from types import SimpleNamespace
+
+    from litert_gpu_toolkit import convert
+
+    score = {"rewritten": 2, "plain": 3, "repaired": 5 if repair_wins else 2.5, "without patch_x": 1}
+    made = {k: ConvertResult(tmp_path / f"{k}.tflite", [], report=SimpleNamespace(verdict=v, ok=v == "PASS"))
+            for k, v in (("rewritten", "NUMERICS_FAIL"), ("plain", "FALLBACK"),
+                         ("repaired", "PASS" if repair_wins else "NUMERICS_FAIL"),
+                                   ("without patch_x", "COMPILE_FAIL"))}
+    made["rewritten"].changes = [Change("a", "x -> y", "patch_x", True)]
+    monkeypatch.setattr(convert, "quality", lambda r: (score[r.path.stem],))
+    made["without patch_x"].path = tmp_path / "without patch_x.tflite"
+    monkeypatch.setattr(convert, "describe", lambda r: r.path.stem)
+    seen = []
+
+    def fake_repair(job, best, path, try_path, excluded, dropped, budget_s):
+        seen.append((best.path.stem, set(excluded)))
+        out = made["repaired"]
+        out.diagnosis = best.diagnosis = SimpleNamespace(summary=lambda: "diagnosis: underflow")
+        return out
+
+    monkeypatch.setattr(convert, "diagnose_and_repair", fake_repair)
+    job = _FakeJob(made)
+    got = convert._attempts(job, tmp_path / "out.tflite", [tmp_path / f"t{i}" for i in range(5)], True, True,
+                            ["patch_never"], False, True)
+    assert seen == [("rewritten", {"patch_never"})]          # the rewritten file, with its own rewrite set
+    if repair_wins:
+        assert got is made["repaired"]
+    else:
+        assert got is made["plain"] and got.diagnosis is not None
+        assert got.diagnosis_of.startswith("the rewritten file")
+        header = ConvertResult(None, [], error="x", diagnosis=got.diagnosis, diagnosis_of=got.diagnosis_of).summary()
+        assert "diagnosis (bisect of the rewritten file" in header

@@ -77,7 +77,9 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
         and the best file is kept. A rewrite that raises is dropped too. `result.dropped` and
         `result.summary()` say which rewrites were kept and why the others were not.
     diagnose_budget_s: a NUMERICS_FAIL file is bisected within this many seconds (`repair.diagnose_and_repair`;
-        `result.diagnosis`) and the rewrites matching the measured class tried, kept only if better. 0: off.
+        `result.diagnosis`) and the rewrites matching the measured class tried, kept only if better. So is a
+        rewritten file that ran fully on the GPU with wrong numbers when a FALLBACK file won (its repair is taken
+        only when it beats that file; `result.diagnosis_of` names the file a report describes). 0: off.
     verbose: show the converter's own output live (default: LITERT_GPU_VERBOSE); otherwise it goes to
         `<output>.convert.log` and the toolkit prints one line per stage.
     convert_kwargs: passed to litert_torch (e.g. dynamic_shapes, quant_config).
@@ -185,10 +187,24 @@ def _attempts(job, path, tries, patches, check, exclude, inplace, fallback):
     result = job.attempt(tries[0], excluded, "rewritten", copy_model=not inplace, dropped=dropped)
     if result.ok or not fallback:
         return job.finish(result, path, dropped)
+    raised = set(dropped)                    # what the rewritten file was converted without
     best = _fall_back(job, result, tries, excluded, dropped)
     if job.diagnose_budget_s and best.verdict == "NUMERICS_FAIL":
         best = diagnose_and_repair(job, best, path, lambda: tries[-1], excluded, dropped,
                                    float(job.diagnose_budget_s))
+    elif job.diagnose_budget_s and best is not result and result.verdict == "NUMERICS_FAIL":
+        # the rewritten file ran fully on the GPU with wrong numbers and a partly-CPU file won: bisect the rewritten
+        # one anyway -- why it is wrong is what the user needs to get the whole model onto the GPU -- and take its
+        # repair when that beats the fallback
+        tried: dict[str, str] = {}
+        repaired = diagnose_and_repair(job, result, path, lambda: tries[-1], excluded | raised, tried,
+                                       float(job.diagnose_budget_s))
+        if repaired is not result and quality(repaired) > quality(best):
+            stage(f"kept: {describe(repaired)} beats {describe(best)}")
+            best = repaired
+        elif repaired.diagnosis is not None:
+            best.diagnosis, best.diagnosis_of = repaired.diagnosis, f"the rewritten file ({describe(result)})"
+        dropped.update(tried)
     return job.finish(best, path, dropped)
 
 

@@ -42,6 +42,7 @@ class ConvertResult:
     specialised: list = field(default_factory=list)
     diagnosis: Any = None               # bisect.BisectReport when the numbers were wrong and a diagnosis ran
     repaired: list = field(default_factory=list)           # rewrites the diagnosis added (they are in `kept`)
+    diagnosis_of: str = ""              # set when `diagnosis` bisected another file than this one (which one)
 
     @property
     def ok(self) -> bool:
@@ -93,7 +94,8 @@ class ConvertResult:
         if len(self.attempts) > 1:
             lines.append("  conversions tried: " + "; ".join(self.attempts))
         if self.diagnosis is not None:
-            lines.append("  diagnosis (bisect of the converted model; GPU vs torch per block):")
+            lines.append(f"  diagnosis (bisect of {self.diagnosis_of or 'the converted model'}; GPU vs torch per "
+                         "block):")
             lines += [f"    {line}" for line in self.diagnosis.summary().splitlines()]
             if self.repaired:
                 lines.append(f"  repaired by: {', '.join(self.repaired)} (kept: the file is better with them)")
