@@ -78,6 +78,25 @@ class PaddedWindows(nn.Module):
         return x
 
 
+class PositionOneHot(nn.Module):
+    """column - row - position over a constant [S, C] table: the GPU's known elementwise miscompute."""
+
+    def forward(self, pos, x):
+        offsets = torch.arange(x.shape[1], dtype=torch.float32)[None, :] - torch.arange(x.shape[0],
+                                                                                      dtype=torch.float32)[:, None]
+        return (1.0 - torch.clamp(torch.abs(offsets - pos.to(torch.float32)), max=1.0)) * x
+
+
+class PositionBlocks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Sequential(nn.Linear(64, 64), nn.GELU()), PositionOneHot(),
+                                     nn.Sequential(nn.Linear(64, 64), nn.GELU())])
+
+    def forward(self, pos, x):
+        return self.blocks[2](self.blocks[1](pos, self.blocks[0](x)))
+
+
 def test_auto_boundaries_pick_the_repeated_blocks():
     assert auto_boundaries(Planted()) == ["blocks.0", "blocks.1", "blocks.2", "blocks.3"]
     assert auto_boundaries(Deep(3)) == ["layers.0", "layers.1", "layers.2"]
@@ -125,6 +144,17 @@ def test_an_fp16_underflow_is_named_down_to_the_op(gpu):
     assert (report.fp16_fault.op, report.fp16_fault.module) == ("normalize", "blocks.1"), report.summary()
     assert report.rewrites[0] == "l2_normalize" and "normalize in blocks.1" in report.explanation
     assert report.to_dict()["fp16_fault"]["kind"] == "underflow"
+
+
+def test_a_known_miscompute_is_routed_to_its_rewrite(gpu):
+    """fp32 as wrong as fp16, LiteRT's CPU right: miscompute; the block's graph has an elementwise op on a rank-2
+    constant, so the report names those nodes and puts patch_constant_operand_rank4 first."""
+    torch.manual_seed(0)
+    report = bisect(PositionBlocks().eval(), (torch.tensor([3]), torch.randn(8, 64)), progress=False)
+    assert report.first_divergent == "blocks.1" and report.diagnosis == "miscompute", report.summary()
+    assert report.boundaries[1].cpu.corr > 0.999 and report.boundaries[1].fp32.corr < 0.99
+    assert report.rewrites[0] == "patch_constant_operand_rank4", report.summary()
+    assert "known elementwise miscompute" in report.explanation and "SUB#" in report.explanation
 
 
 def test_deep_chaotic_stack_is_diagnosed_as_compounding(gpu):

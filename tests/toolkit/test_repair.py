@@ -148,9 +148,12 @@ def test_a_wrong_full_gpu_file_is_diagnosed_even_when_the_fallback_wins(monkeypa
                          ("repaired", "PASS" if repair_wins else "NUMERICS_FAIL"),
                                    ("without patch_x", "COMPILE_FAIL"))}
     made["rewritten"].changes = [Change("a", "x -> y", "patch_x", True)]
-    monkeypatch.setattr(convert, "quality", lambda r: (score[r.path.stem],))
+    from litert_gpu_toolkit import repair
+
+    for module in (convert, repair):
+        monkeypatch.setattr(module, "quality", lambda r: (score[r.path.stem],))
+        monkeypatch.setattr(module, "describe", lambda r: r.path.stem)
     made["without patch_x"].path = tmp_path / "without patch_x.tflite"
-    monkeypatch.setattr(convert, "describe", lambda r: r.path.stem)
     seen = []
 
     def fake_repair(job, best, path, try_path, excluded, dropped, budget_s):
@@ -159,7 +162,7 @@ def test_a_wrong_full_gpu_file_is_diagnosed_even_when_the_fallback_wins(monkeypa
         out.diagnosis = best.diagnosis = SimpleNamespace(summary=lambda: "diagnosis: underflow")
         return out
 
-    monkeypatch.setattr(convert, "diagnose_and_repair", fake_repair)
+    monkeypatch.setattr(repair, "diagnose_and_repair", fake_repair)
     job = _FakeJob(made)
     got = convert._attempts(job, tmp_path / "out.tflite", [tmp_path / f"t{i}" for i in range(5)], True, True,
                             ["patch_never"], False, True)

@@ -180,6 +180,13 @@ def _bisect(model, example_inputs, boundaries, min_corr, workdir, fp32, cpu, pro
                     module, ops = culprit.name, culprit.ops
             why += f". First diverging module: {module}" + (f" (ops it adds: {', '.join(ops)})" if ops else "")
         rewrites = matching_rewrites(kind, facts(model_path_of(first, rows)), ops) if first is not None else []
+        if kind == "miscompute" and first is not None:
+            tap = out_dir / f"{(module if inside and module != first else model_path_of(first, rows)) or 'output'}"
+            nodes = _known_miscompute(tap.with_name(tap.name.replace(".", "_") + ".tflite"))
+            if nodes:
+                why += (f". Its graph has the GPU's known elementwise miscompute (a constant operand at rank 2/3, or "
+                        f"broadcast over the batch axis): {', '.join(nodes[:4])}")
+                rewrites = list(dict.fromkeys(["patch_constant_operand_rank4"] + rewrites))
         found = faults[0] if faults else None
         if found is not None and kind == found.kind and found.rewrite:
             rewrites = list(dict.fromkeys([found.rewrite] + rewrites))
@@ -194,6 +201,15 @@ def _bisect(model, example_inputs, boundaries, min_corr, workdir, fp32, cpu, pro
     return BisectReport(rows, first, kind, why, min(corrs) if corrs else float("nan"), module=module, ops=ops,
                         rewrites=rewrites, not_run=[n or "<output>" for n in names if n not in done], inside=inside,
                         fp16_fault=found if found is not None and kind == found.kind else None)
+
+
+def _known_miscompute(path: Path) -> list[str]:
+    from .bisect_diagnosis import constant_operand_nodes
+
+    try:
+        return constant_operand_nodes(path) if path.is_file() else []
+    except Exception:                                 # noqa: BLE001 - an unreadable tap: nothing to add
+        return []
 
 
 def model_path_of(label: str | None, rows: list[BoundaryResult]) -> str:

@@ -144,6 +144,36 @@ def _block_facts(model, block: str, example_inputs: Sequence | None = None, forw
     return facts
 
 
+_ELEMENTWISE = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "POW", "SQUARED_DIFFERENCE"}
+
+
+def constant_operand_nodes(path) -> list[str]:
+    """The nodes of a .tflite that match the GPU's known elementwise miscompute (`rewrites.constant_operand`): a
+    binary elementwise op with one constant operand of rank >= 2 that spans more than its last axis, whose output
+    has rank 2 or 3, or rank 4 with the runtime operand broadcast over a first axis the constant fills. Each as
+    "OP#index [runtime shape] x [constant shape]"."""
+    from .model_info import read_model_info
+
+    info = read_model_info(path)
+    found = []
+    for op in info.ops:
+        if op.op not in _ELEMENTWISE or len([i for i in op.inputs if i >= 0]) != 2:
+            continue
+        a, b = (info.tensor(i, op.subgraph) for i in op.inputs[:2])
+        if a.is_constant == b.is_constant:
+            continue
+        const, runtime = (a, b) if a.is_constant else (b, a)
+        out = info.tensor(op.outputs[0], op.subgraph).shape
+        spans = len(const.shape) >= 2 and int(np.prod(const.shape)) > int(const.shape[-1])
+        if not spans:
+            continue
+        full = (1,) * (len(out) - len(runtime.shape)) + tuple(runtime.shape)
+        batch = len(out) == 4 and out[0] > 1 and full[0] == 1 and len(const.shape) == 4 and const.shape[0] > 1
+        if len(out) in (2, 3) or batch:
+            found.append(f"{op.op}#{op.index} {list(runtime.shape)} x {list(const.shape)}")
+    return found
+
+
 def matching_rewrites(kind: str, facts: dict, ops: Sequence[str] = ()) -> list[str]:
     """The toolkit rewrites that answer a measured class in a block with these facts (see `_block_facts`)."""
     from .rewrites.fp16_degraded import LONG_DOT_PRODUCT

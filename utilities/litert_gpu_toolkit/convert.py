@@ -26,7 +26,7 @@ from .rewrites.registry import (PATCHES, Change, check_names, functional_selecti
                                 load_rewrites)
 from .rewrites.parametrized_weights import fold_parametrizations  # noqa: F401 - registers the fold
 from .rewrites.registry import selected as _selected
-from .repair import DEFAULT_BUDGET_S, diagnose_and_repair
+from .repair import DEFAULT_BUDGET_S, diagnose_and_repair, diagnose_beaten
 
 # ------------------------------------------------------------------------------------- convert
 
@@ -76,10 +76,9 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
         then corr vs torch), the rewrites are dropped one at a time (at most `max_tries` conversions)
         and the best file is kept. A rewrite that raises is dropped too. `result.dropped` and
         `result.summary()` say which rewrites were kept and why the others were not.
-    diagnose_budget_s: a NUMERICS_FAIL file is bisected within this many seconds (`repair.diagnose_and_repair`;
-        `result.diagnosis`) and the rewrites matching the measured class tried, kept only if better. So is a
-        rewritten file that ran fully on the GPU with wrong numbers when a FALLBACK file won (its repair is taken
-        only when it beats that file; `result.diagnosis_of` names the file a report describes). 0: off.
+    diagnose_budget_s: a NUMERICS_FAIL file -- or the rewritten one when a FALLBACK file beat it -- is bisected
+        within this many seconds (`repair`; `result.diagnosis`, `diagnosis_of`) and the rewrites matching the
+        measured class tried, kept only if better. 0: off.
     verbose: show the converter's own output live (default: LITERT_GPU_VERBOSE); otherwise it goes to
         `<output>.convert.log` and the toolkit prints one line per stage.
     convert_kwargs: passed to litert_torch (e.g. dynamic_shapes, quant_config).
@@ -114,12 +113,6 @@ def applicable(names: list[str], module_types: set[str]) -> list[str]:
     from .symptoms import applicable as _applicable
 
     return _applicable(names, module_types)
-
-
-def is_data_dependent(text: str) -> bool:
-    from .specialise import is_data_dependent_error
-
-    return is_data_dependent_error(text)
 
 
 def _reference(model, entries: dict, single: bool, kwargs, verbose) -> tuple[dict, dict, dict, bool]:
@@ -189,22 +182,11 @@ def _attempts(job, path, tries, patches, check, exclude, inplace, fallback):
         return job.finish(result, path, dropped)
     raised = set(dropped)                    # what the rewritten file was converted without
     best = _fall_back(job, result, tries, excluded, dropped)
-    if job.diagnose_budget_s and best.verdict == "NUMERICS_FAIL":
-        best = diagnose_and_repair(job, best, path, lambda: tries[-1], excluded, dropped,
-                                   float(job.diagnose_budget_s))
-    elif job.diagnose_budget_s and best is not result and result.verdict == "NUMERICS_FAIL":
-        # the rewritten file ran fully on the GPU with wrong numbers and a partly-CPU file won: bisect the rewritten
-        # one anyway -- why it is wrong is what the user needs to get the whole model onto the GPU -- and take its
-        # repair when that beats the fallback
-        tried: dict[str, str] = {}
-        repaired = diagnose_and_repair(job, result, path, lambda: tries[-1], excluded | raised, tried,
-                                       float(job.diagnose_budget_s))
-        if repaired is not result and quality(repaired) > quality(best):
-            stage(f"kept: {describe(repaired)} beats {describe(best)}")
-            best = repaired
-        elif repaired.diagnosis is not None:
-            best.diagnosis, best.diagnosis_of = repaired.diagnosis, f"the rewritten file ({describe(result)})"
-        dropped.update(tried)
+    budget = float(job.diagnose_budget_s or 0)
+    if budget and best.verdict == "NUMERICS_FAIL":
+        best = diagnose_and_repair(job, best, path, lambda: tries[-1], excluded, dropped, budget)
+    elif budget and best is not result and result.verdict == "NUMERICS_FAIL":
+        best = diagnose_beaten(job, result, best, path, lambda: tries[-1], excluded | raised, dropped, budget)
     return job.finish(best, path, dropped)
 
 
@@ -380,7 +362,9 @@ class _Job:
                     self._convert(litert_torch, runnable, path)
                 return runnable, False
             except Exception as e:                           # noqa: BLE001 - re-raised below unless specialised
-                if not (is_data_dependent(error_text(e)) and len(self.parsed) == 1):
+                from .specialise import is_data_dependent_error
+
+                if not (is_data_dependent_error(error_text(e)) and len(self.parsed) == 1):
                     raise
                 first = e
         from .specialise import Specialised, record

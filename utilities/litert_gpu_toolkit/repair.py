@@ -77,3 +77,20 @@ def diagnose_and_repair(job, best: ConvertResult, path: Path, try_path, excluded
     for name in new:
         dropped[name] = f"tried after bisect ({report.diagnosis}): {describe(cand)}, not better than {describe(best)}"
     return best
+
+
+def diagnose_beaten(job, rewritten: ConvertResult, best: ConvertResult, path: Path, try_path, excluded: set,
+                    dropped: dict, budget_s: float) -> ConvertResult:
+    """The rewritten file ran fully on the GPU with wrong numbers and a partly-CPU file (`best`) won: bisect the
+    rewritten one anyway -- why it is wrong is what the user needs to get the whole model onto the GPU -- and
+    return its repair when that ranks above `best`; else `best`, carrying the report (`diagnosis_of` says which
+    file it describes). excluded: what the rewritten file was converted without."""
+    tried: dict[str, str] = {}
+    repaired = diagnose_and_repair(job, rewritten, path, try_path, excluded, tried, budget_s)
+    dropped.update(tried)
+    if repaired is not rewritten and quality(repaired) > quality(best):
+        stage(f"kept: {describe(repaired)} beats {describe(best)}")
+        return repaired
+    if repaired.diagnosis is not None:
+        best.diagnosis, best.diagnosis_of = repaired.diagnosis, f"the rewritten file ({describe(rewritten)})"
+    return best

@@ -307,8 +307,10 @@ SYMPTOMS: tuple[Symptom, ...] = (
              "(fp16 and fp32) when its output has rank 2 or 3",
         cause="The desktop GPU computes a rank-2/3 binary op wrongly when its constant operand varies along an axis "
               "other than the last (runtime [4, 8, 1] * constant [4, 8, 8]: corr 0.09; [2, 8] + constant [1, 2, 8]: "
-              "0.59); the same op at rank 4 is right. Seen in WavLM's gated position bias and in folded tables added "
-              "to rank-2 results. Measured on llvmpipe, ai-edge-litert 2.3.0.",
+              "0.59); the same op at rank 4 is right, unless the runtime operand is broadcast over a first axis the "
+              "constant fills (runtime [1, 1, 1, 1] - constant [8, 256, 1, 1]: 0.07). Seen in WavLM's gated position "
+              "bias, folded tables added to rank-2 results, a decoder's cache-write one-hot from its position. "
+              "bisect names such nodes in a miscomputing block. Measured on llvmpipe, ai-edge-litert 2.3.0.",
         rewrites=("patch_constant_operand_rank4", "patch_fold_constants"),
         numeric="degraded",
     ),

@@ -137,6 +137,38 @@ def test_layer_scale_after_a_linear_on_the_gpu(gpu, tmp_path):
     assert fixed.ok, fixed.summary()
 
 
+class PositionOneHot(nn.Module):
+    """A decoder's cache-write one-hot from a runtime position: constant offsets [S, C] (column - row) minus the
+    position [1]. At rank 4 with trailing axes the constant is [S, C, 1, 1] against a runtime [1, 1, 1, 1]: the
+    runtime operand broadcast over the batch axis, which the GPU gets wrong too; [1, S, C, 1] is right."""
+
+    def __init__(self, steps=8, capacity=256):
+        super().__init__()
+        self.register_buffer("columns", torch.arange(capacity, dtype=torch.float32))
+        self.steps = steps
+
+    def forward(self, input_pos, x):
+        offsets = self.columns[None, :] - torch.arange(self.steps, dtype=torch.float32)[:, None]
+        diff = offsets - input_pos[:1].to(torch.float32)
+        return (1.0 - torch.clamp(torch.abs(diff), max=1.0)) * x
+
+
+@pytest.mark.gpu
+def test_a_runtime_scalar_against_a_constant_table_on_the_gpu(gpu, tmp_path):
+    inputs = (torch.tensor([5], dtype=torch.int32), torch.rand(8, 256, generator=torch.Generator().manual_seed(7)))
+    model = PositionOneHot().eval()
+    rules = ["patch_fold_index_math", "patch_fold_constants", "patch_constant_operand_rank4"]
+    with torch.no_grad():
+        assert torch.equal(GpuRewriteWrapper(model, include=rules)(*inputs), model(*inputs))
+    plain = convert_for_gpu(model, inputs, tmp_path / "plain.tflite", patches=False)
+    assert plain.verdict == "NUMERICS_FAIL", plain.summary()        # fp32 as wrong as fp16
+    fixed = convert_for_gpu(model, inputs, tmp_path / "fixed.tflite", only=rules)
+    assert fixed.ok, fixed.summary()
+    info = read_model_info(fixed.path)
+    subs = [[info.tensor(i).shape for i in op.inputs] for op in info.ops if op.op == "SUB"]
+    assert [(1, 8, 256, 1), (1, 1, 1, 1)] in subs, subs                  # batch axis 1 on both operands
+
+
 class ZeroedSlice(nn.Module):
     """torchvision's Swin-v2: a clone of a bias with a slice of it zeroed in place, through a view."""
 

@@ -14,7 +14,11 @@ a rank-2 result.
 
 `patch_constant_operand_rank4` (default, functional) computes such an op at rank 4: both operands aligned to the
 output's rank and given trailing size-1 axes up to rank 4 ([4, 8, 1, 1] * [4, 8, 8, 1]), the result viewed back
-(leading size-1 axes are dropped again by the converter in front of a broadcasting op). Exact: the same
+(leading size-1 axes are dropped again by the converter in front of a broadcasting op). Rank 4 is not enough when
+the runtime operand is broadcast over the first axis the constant fills: a runtime position [1, 1, 1, 1]
+subtracted from a constant offset table [8, 256, 1, 1] (a decoder's cache-write one-hot) is wrong in fp32 too
+(corr 0.07) while [1, 8, 256, 1] is right, so such an op gets one leading size-1 axis before the trailing ones.
+`bisect` recognises these nodes in a block it classifies as a miscompute and routes it to this rewrite. Exact: the same
 elementwise values, only the views change. A constant is a tensor whose value `patch_fold_constants` /
 `patch_fold_index_math` know (parameters, buffers, index math).
 """
@@ -38,13 +42,23 @@ def _spans(c: torch.Tensor) -> bool:
     return c.dim() >= 2 and c.numel() > int(c.shape[-1])
 
 
-def _lift(t, rank: int):
-    """`t` (of rank <= `rank` < 4) aligned to `rank` as broadcasting does, then given trailing size-1 axes up to rank
-    4. (Leading size-1 axes would not do: the converter drops such a reshape ahead of a broadcasting op.)"""
+def _lift(t, rank: int, lead: int = 0):
+    """`t` (of rank <= `rank` < 4) aligned to `rank` as broadcasting does, then given `lead` leading and enough
+    trailing size-1 axes to reach rank 4. (Leading size-1 axes alone would not do: the converter drops such a
+    reshape ahead of a broadcasting op.)"""
     if not isinstance(t, torch.Tensor):
         return t
     shape = (1,) * (rank - t.dim()) + tuple(t.shape)
-    return t.reshape(shape + (1,) * (4 - rank))
+    return t.reshape((1,) * lead + shape + (1,) * (4 - rank - lead))
+
+
+def _lead(a, b, shape: tuple[int, ...]) -> int:
+    """1 when the trailing layout would give the constant a first (batch) axis > 1 that the runtime operand
+    broadcasts over -- runtime [1, 1, 1, 1] - constant [8, 256, 1, 1] is wrong on the GPU as well (corr 0.07),
+    [1, 8, 256, 1] is right -- else 0."""
+    runtime = a if value_of(a) is None else b
+    first = (1,) * (len(shape) - runtime.dim()) + tuple(runtime.shape)
+    return 1 if len(shape) < 4 and int(shape[0]) > 1 and int(first[0]) == 1 else 0
 
 
 def _needs_rank4(a, b) -> tuple[int, ...] | None:
@@ -94,14 +108,18 @@ def _binary(fn):
         shape = _needs_rank4(input, other)
         if shape is None:
             return NotImplemented
-        return fn(_lift(input, len(shape)), _lift(other, len(shape)), *args, **kwargs).reshape(shape)
+        lead = _lead(input, other, shape)
+        return fn(_lift(input, len(shape), lead), _lift(other, len(shape), lead), *args, **kwargs).reshape(shape)
     return handler
 
 
 def _reflected(fn):
     def handler(self, other):
         shape = _needs_rank4(self, other)
-        return NotImplemented if shape is None else fn(_lift(other, len(shape)), _lift(self, len(shape))).reshape(shape)
+        if shape is None:
+            return NotImplemented
+        lead = _lead(self, other, shape)
+        return fn(_lift(other, len(shape), lead), _lift(self, len(shape), lead)).reshape(shape)
     return handler
 
 
