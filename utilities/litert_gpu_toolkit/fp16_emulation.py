@@ -61,6 +61,8 @@ def first_fp16_fault(model, example_inputs: Sequence, forward=None) -> Fp16Fault
     import torch
     from torch.overrides import TorchFunctionMode
 
+    from .outputs import flat_tensors as tensors
+
     root = forward if forward is not None else model
     prefix = next((f"{n}." for n, m in root.named_modules() if m is model and n), "")
     twin = copy.deepcopy(root).half().eval()
@@ -76,16 +78,6 @@ def first_fp16_fault(model, example_inputs: Sequence, forward=None) -> Fp16Fault
 
     for m in twin.modules():
         handles += [m.register_forward_pre_hook(enter), m.register_forward_hook(leave)]
-
-    def tensors(value):
-        if isinstance(value, torch.Tensor):
-            yield value
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                yield from tensors(v)
-        elif isinstance(value, dict):
-            for v in value.values():
-                yield from tensors(v)
 
     def to32(value):
         if isinstance(value, torch.Tensor) and value.dtype == torch.float16:
