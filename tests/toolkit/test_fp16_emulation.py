@@ -57,3 +57,31 @@ def test_a_result_past_65504_is_an_overflow():
     assert (fault.op, fault.module, fault.kind) == ("mul", "", "overflow"), fault
     assert fault.fp32_peak > 65504
     assert first_fp16_fault(Squares(), (torch.randn(4, 64),)) is None
+
+
+class UpcastAttention(nn.Module):
+    """ReLU linear attention computed in fp32 on purpose (EfficientViT's LiteMLA): k^T v over many tokens."""
+
+    def forward(self, q, k, v):
+        q, k, v = torch.relu(q).float(), torch.relu(k).to(torch.float32), v.float()
+        kv = k.transpose(-1, -2) @ v
+        return (q @ kv) / 1e4
+
+
+class Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = UpcastAttention()
+
+    def forward(self, q, k, v):
+        return self.attn(q, k, v)
+
+
+def test_the_models_own_fp32_casts_are_ignored_as_the_gpu_ignores_them():
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.rand(1, 256, 8, generator=g) * 30 for _ in range(3))
+    fault = first_fp16_fault(Outer().eval(), (q, k, v))
+    assert (fault.op, fault.module, fault.kind) == ("matmul", "attn", "overflow"), fault
+    assert fault.upcast_in == ["attn"] and "casts to fp32 in attn" in fault.describe()
+    with torch.no_grad():                              # the model itself, in fp32, is finite
+        assert bool(torch.isfinite(Outer()(q, k, v)).all())

@@ -10,9 +10,11 @@ tensor it received was finite is recomputed with those inputs in fp32:
     a constant below fp16's smallest subnormal (an eps of 1e-12 is 0, so 0 / max(0, eps) = NaN) or a value
     that loses its magnitude; the op is fine in exact arithmetic and wrong only in fp16.
 
+The model's own upcasts (`.float()`, `.to(torch.float32)`: code that knows a step needs fp32, like EfficientViT's
+linear attention) are ignored, as the GPU ignores them -- one fp16 graph has no fp32 ops -- and the fault says so.
 What it cannot see: the GPU's own accumulation order (torch's CPU kernels accumulate half tensors in fp32 for
 matmul, conv and norms), so a sum of squares that overflows inside a GPU reduction may well be finite here, and
-a tensor the model makes in fp32 itself (`.float()`) promotes what it touches back to fp32. A `None` result
+a tensor the model creates in fp32 (`torch.ones(n)`) promotes what it touches back to fp32. A `None` result
 therefore proves nothing; a fault it names is reproduced in torch, module and op included.
 Rewritten models are watched as they are converted (pass the `GpuRewriteWrapper` as `forward`): the calls seen are
 the rewritten ones.
@@ -38,6 +40,7 @@ class Fp16Fault:
     module: str             # the innermost module running it (a path in the model passed in; "" = top level)
     kind: str               # "overflow" or "underflow"
     fp32_peak: float        # max |result| of the same call in fp32 (nan when it could not be recomputed)
+    upcast_in: list = dataclasses.field(default_factory=list)   # modules whose own code asked for fp32 (ignored)
 
     @property
     def rewrite(self) -> str | None:
@@ -45,12 +48,15 @@ class Fp16Fault:
 
     def describe(self) -> str:
         where = f"{self.op} in {self.module or 'the top-level forward'}"
+        own = [m for m in self.upcast_in if m == self.module or self.module.startswith(m + ".") or not m]
+        note = (f" (the model's own code casts to fp32 in {own[0] or 'its forward'}: it expects fp32 arithmetic "
+                "there, which one fp16 GPU graph cannot give; a precision plan can)") if own else ""
         if self.kind == "overflow":
             return (f"in torch with fp16 tensors, {where} is the first op to give inf/NaN: its result reaches "
-                    f"{self.fp32_peak:.3g} in fp32, past fp16's 65504")
+                    f"{self.fp32_peak:.3g} in fp32, past fp16's 65504{note}")
         return (f"in torch with fp16 tensors, {where} is the first op to give inf/NaN although its fp32 result is "
                 f"finite (peak {self.fp32_peak:.3g}): something it needs rounds to zero in fp16 (a constant such as "
-                "an eps below 6e-8, or a value that loses its magnitude)")
+                f"an eps below 6e-8, or a value that loses its magnitude){note}")
 
 
 def first_fp16_fault(model, example_inputs: Sequence, forward=None) -> Fp16Fault | None:
@@ -87,10 +93,15 @@ def first_fp16_fault(model, example_inputs: Sequence, forward=None) -> Fp16Fault
         return value
 
     found: list[Fp16Fault] = []
+    upcasts: list[str] = []
 
     class Watch(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            if _upcast(func, args, kwargs):
+                # the GPU runs the whole graph in fp16, whatever the model's own code asks for
+                upcasts.append(stack[-1])
+                return args[0]
             out = func(*args, **kwargs)
             if found:
                 return out
@@ -110,7 +121,22 @@ def first_fp16_fault(model, example_inputs: Sequence, forward=None) -> Fp16Fault
     finally:
         for h in handles:
             h.remove()
+    if found:
+        found[0].upcast_in = list(dict.fromkeys(upcasts))
     return found[0] if found else None
+
+
+def _upcast(func, args, kwargs) -> bool:
+    """A call that turns an fp16 tensor into fp32 / fp64: .float(), .double(), .to(dtype), .type(dtype)."""
+    import torch
+
+    if not args or not isinstance(args[0], torch.Tensor) or args[0].dtype != torch.float16:
+        return False
+    name = getattr(func, "__name__", "")
+    if name in ("float", "double"):
+        return True
+    wide = (torch.float32, torch.float64)
+    return name in ("to", "type") and (kwargs.get("dtype") in wide or any(a in wide for a in args[1:]))
 
 
 def _classify(func, args, kwargs, to32, tensors, module: str) -> Fp16Fault:
