@@ -154,7 +154,7 @@ def test_a_known_miscompute_is_routed_to_its_rewrite(gpu):
     assert report.first_divergent == "blocks.1" and report.diagnosis == "miscompute", report.summary()
     assert report.boundaries[1].cpu.corr > 0.999 and report.boundaries[1].fp32.corr < 0.99
     assert report.rewrites[0] == "patch_constant_operand_rank4", report.summary()
-    assert "known elementwise miscompute" in report.explanation and "SUB#" in report.explanation
+    assert "known elementwise miscompute" in report.explanation and "SUB [1, 1] x [8, 64]" in report.explanation
 
 
 def test_deep_chaotic_stack_is_diagnosed_as_compounding(gpu):
@@ -202,3 +202,25 @@ def test_cli(gpu, tmp_path):
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert "diagnosis: clean" in out.stdout
     assert len(json.loads(out_json.read_text())["boundaries"]) == 3
+
+
+def test_the_miscompute_detector_flags_only_the_measured_forms(tmp_path):
+    """Flagged: a rank-2 constant filling the first axis, a lower-rank runtime operand at rank 3, a rank-4 batch
+    broadcast. Not flagged: a [1, 64, 16] constant on a [1, 64, 16] runtime tensor (right on the GPU: CoAtNet's
+    position bias) or a [1, 256] row on [8, 256]."""
+    from litert_gpu_toolkit.bisect_diagnosis import constant_operand_nodes
+    from litert_gpu_toolkit.export import export_tflite
+
+    class Add(nn.Module):
+        def __init__(self, shape):
+            super().__init__()
+            self.register_buffer("c", torch.rand(*shape) + 1)
+
+        def forward(self, x):
+            return x + self.c
+
+    cases = {((8, 64), (8, 64)): True, ((8, 8), (4, 8, 8)): True, ((1, 1, 1, 1), (8, 64, 1, 1)): True,
+             ((1, 64, 16), (1, 64, 16)): False, ((8, 256), (1, 256)): False}
+    for (x_shape, c_shape), flagged in cases.items():
+        path = export_tflite(Add(c_shape).eval(), (torch.rand(*x_shape),), tmp_path / "m.tflite")
+        assert bool(constant_operand_nodes(path)) == flagged, (x_shape, c_shape, constant_operand_nodes(path))

@@ -181,8 +181,10 @@ def _bisect(model, example_inputs, boundaries, min_corr, workdir, fp32, cpu, pro
             why += f". First diverging module: {module}" + (f" (ops it adds: {', '.join(ops)})" if ops else "")
         rewrites = matching_rewrites(kind, facts(model_path_of(first, rows)), ops) if first is not None else []
         if kind == "miscompute" and first is not None:
-            tap = out_dir / f"{(module if inside and module != first else model_path_of(first, rows)) or 'output'}"
-            nodes = _known_miscompute(tap.with_name(tap.name.replace(".", "_") + ".tflite"))
+            k = next(i for i, r in enumerate(rows) if r.label == first)
+            culprit = module if inside and module != first else rows[k].name
+            before = rows[k - 1].name if k > 0 and not (inside and module != first) else None
+            nodes = _new_miscompute_nodes(out_dir, culprit, before)
             if nodes:
                 why += (f". Its graph has the GPU's known elementwise miscompute (a constant operand at rank 2/3, or "
                         f"broadcast over the batch axis): {', '.join(nodes[:4])}")
@@ -203,13 +205,19 @@ def _bisect(model, example_inputs, boundaries, min_corr, workdir, fp32, cpu, pro
                         fp16_fault=found if found is not None and kind == found.kind else None)
 
 
-def _known_miscompute(path: Path) -> list[str]:
+def _new_miscompute_nodes(out_dir: Path, tap: str, before: str | None) -> list[str]:
+    """`constant_operand_nodes` of the tap at `tap` less those already in the (right) tap at `before`."""
+    from collections import Counter
+
     from .bisect_diagnosis import constant_operand_nodes
 
-    try:
-        return constant_operand_nodes(path) if path.is_file() else []
-    except Exception:                                 # noqa: BLE001 - an unreadable tap: nothing to add
-        return []
+    def nodes(name):
+        path = out_dir / f"{(name or 'output').replace('.', '_')}.tflite"
+        try:
+            return Counter(constant_operand_nodes(path)) if path.is_file() else Counter()
+        except Exception:                             # noqa: BLE001 - an unreadable tap: nothing to add
+            return Counter()
+    return list((nodes(tap) - (nodes(before) if before is not None else Counter())).elements())
 
 
 def model_path_of(label: str | None, rows: list[BoundaryResult]) -> str:

@@ -148,10 +148,11 @@ _ELEMENTWISE = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "POW", "SQUARE
 
 
 def constant_operand_nodes(path) -> list[str]:
-    """The nodes of a .tflite that match the GPU's known elementwise miscompute (`rewrites.constant_operand`): a
-    binary elementwise op with one constant operand of rank >= 2 that spans more than its last axis, whose output
-    has rank 2 or 3, or rank 4 with the runtime operand broadcast over a first axis the constant fills. Each as
-    "OP#index [runtime shape] x [constant shape]"."""
+    """The nodes of a .tflite that match the GPU's known elementwise miscompute (`rewrites.constant_operand`, each
+    form measured wrong in fp32 too): a binary elementwise op with one constant operand of rank >= 2 that spans more
+    than its last axis, whose output has rank 2 or 3 and whose constant fills the first axis or whose runtime
+    operand has a lower rank; or whose output has rank 4 with the runtime operand broadcast over a first axis the
+    constant fills. Each as "OP [runtime shape] x [constant shape]" (no index: a caller compares two graphs)."""
     from .model_info import read_model_info
 
     info = read_model_info(path)
@@ -164,13 +165,14 @@ def constant_operand_nodes(path) -> list[str]:
             continue
         const, runtime = (a, b) if a.is_constant else (b, a)
         out = info.tensor(op.outputs[0], op.subgraph).shape
-        spans = len(const.shape) >= 2 and int(np.prod(const.shape)) > int(const.shape[-1])
-        if not spans:
+        if len(const.shape) < 2 or int(np.prod(const.shape)) <= int(const.shape[-1]):
             continue
-        full = (1,) * (len(out) - len(runtime.shape)) + tuple(runtime.shape)
-        batch = len(out) == 4 and out[0] > 1 and full[0] == 1 and len(const.shape) == 4 and const.shape[0] > 1
-        if len(out) in (2, 3) or batch:
-            found.append(f"{op.op}#{op.index} {list(runtime.shape)} x {list(const.shape)}")
+        c0 = ((1,) * (len(out) - len(const.shape)) + tuple(const.shape))[0]
+        r0 = ((1,) * (len(out) - len(runtime.shape)) + tuple(runtime.shape))[0]
+        low = len(out) in (2, 3) and (c0 > 1 or len(runtime.shape) < len(out))
+        batch = len(out) == 4 and c0 > 1 and r0 == 1
+        if low or batch:
+            found.append(f"{op.op} {list(runtime.shape)} x {list(const.shape)}")
     return found
 
 
