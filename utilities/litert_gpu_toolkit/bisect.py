@@ -45,7 +45,8 @@ from typing import Sequence
 import numpy as np
 
 from .bisect_boundaries import _children_in_order, _Tap, auto_boundaries, execution_order  # noqa: F401 - public
-from .bisect_diagnosis import _block_facts, _block_reductions, _diagnose, matching_rewrites  # noqa: F401 - public
+from .bisect_diagnosis import (_block_facts, _block_reductions, _diagnose, fault_in_block,  # noqa: F401 - public
+                               matching_rewrites)
 from .bisect_report import (DEFAULT_MAX_BOUNDARIES, BisectReport, BoundaryResult, diverges)  # noqa: F401 - public
 from .files import special_file_problem
 from .fp16_emulation import first_fp16_fault
@@ -180,20 +181,20 @@ def _bisect(model, example_inputs, boundaries, min_corr, workdir, fp32, cpu, pro
                     module, ops = culprit.name, culprit.ops
             why += f". First diverging module: {module}" + (f" (ops it adds: {', '.join(ops)})" if ops else "")
         rewrites = matching_rewrites(kind, facts(model_path_of(first, rows)), ops) if first is not None else []
-        if kind == "miscompute" and first is not None:
-            k = next(i for i, r in enumerate(rows) if r.label == first)
-            culprit = module if inside and module != first else rows[k].name
-            before = rows[k - 1].name if k > 0 and not (inside and module != first) else None
-            nodes = _new_miscompute_nodes(out_dir, culprit, before)
+        if kind == "miscompute":                      # (k: the first diverging row, from above)
+            # the culprit's tap and the tap right before it (which measured right): only nodes new in between
+            taps = [r.name for r in rows[:k]] + ([r.name for r in inside] if module != first else [rows[k].name])
+            nodes = _new_miscompute_nodes(out_dir, taps[-1], taps[-2] if len(taps) > 1 else None)
             if nodes:
                 why += (f". Its graph has the GPU's known elementwise miscompute (a constant operand at rank 2/3, or "
                         f"broadcast over the batch axis): {', '.join(nodes[:4])}")
                 rewrites = list(dict.fromkeys(["patch_constant_operand_rank4"] + rewrites))
         found = faults[0] if faults else None
-        if found is not None and kind == found.kind and found.rewrite:
-            rewrites = list(dict.fromkeys([found.rewrite] + rewrites))
-        if found is not None and kind == found.kind and module == first and found.module:
-            module = found.module
+        used = found if kind == getattr(found, "kind", None) and fault_in_block(found, model_path_of(first, rows)) \
+            else None
+        if used is not None:
+            rewrites = list(dict.fromkeys(([used.rewrite] if used.rewrite else []) + rewrites))
+            module = used.module if module == first and used.module else module
     finally:
         if bar is not None:
             bar.close()
@@ -202,7 +203,7 @@ def _bisect(model, example_inputs, boundaries, min_corr, workdir, fp32, cpu, pro
     corrs = [r.fp16.corr for r in rows if r.fp16 is not None and not math.isnan(r.fp16.corr)]
     return BisectReport(rows, first, kind, why, min(corrs) if corrs else float("nan"), module=module, ops=ops,
                         rewrites=rewrites, not_run=[n or "<output>" for n in names if n not in done], inside=inside,
-                        fp16_fault=found if found is not None and kind == found.kind else None)
+                        fp16_fault=used)
 
 
 def _new_miscompute_nodes(out_dir: Path, tap: str, before: str | None) -> list[str]:

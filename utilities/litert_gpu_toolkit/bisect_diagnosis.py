@@ -24,6 +24,12 @@ def _block_reductions(model, boundary: str, ops: set[str]) -> list[str]:
 
 # ------------------------------------------------------------------------------------------- diagnosis
 
+def fault_in_block(found, block: str) -> bool:
+    """An `fp16_emulation.Fp16Fault` that lies in module `block` ("": the whole model) -- the only kind the
+    diagnosis takes as the reason for that block's divergence."""
+    return found is not None and (not block or found.module == block or found.module.startswith(block + "."))
+
+
 def _diagnose(rows: list[BoundaryResult], min_corr: float,
               facts=None, fault=None) -> tuple[str | None, str, str]:
     """(first diverging boundary, class, explanation) over the rows in model order. facts(block path) -> the
@@ -55,8 +61,7 @@ def _diagnose(rows: list[BoundaryResult], min_corr: float,
                 f"{_f(first_bad.fp32.corr)}) while LiteRT's CPU runtime is right: the GPU computes an op of this "
                 "block wrongly -- not precision")
     found = fault() if fault is not None else None
-    if found is not None and (not first_bad.name or found.module == first_bad.name
-                              or found.module.startswith(first_bad.name + ".")):
+    if fault_in_block(found, first_bad.name):
         what = ("non-finite values" if f16.nonfinite else "an all-zero output" if f16.all_zero
                 else f"corr {_f(f16.corr)}, SNR {_db(f16)} dB")
         return (name, found.kind,

@@ -67,8 +67,6 @@ def first_fp16_fault(model, example_inputs: Sequence, forward=None) -> Fp16Fault
     import torch
     from torch.overrides import TorchFunctionMode
 
-    from .outputs import flat_tensors as tensors
-
     root = forward if forward is not None else model
     prefix = next((f"{n}." for n, m in root.named_modules() if m is model and n), "")
     twin = copy.deepcopy(root).half().eval()
@@ -85,13 +83,6 @@ def first_fp16_fault(model, example_inputs: Sequence, forward=None) -> Fp16Fault
     for m in twin.modules():
         handles += [m.register_forward_pre_hook(enter), m.register_forward_hook(leave)]
 
-    def to32(value):
-        if isinstance(value, torch.Tensor) and value.dtype == torch.float16:
-            return value.float()
-        if isinstance(value, (list, tuple)):
-            return type(value)(to32(v) for v in value)
-        return value
-
     found: list[Fp16Fault] = []
     upcasts: list[str] = []
 
@@ -105,11 +96,8 @@ def first_fp16_fault(model, example_inputs: Sequence, forward=None) -> Fp16Fault
             out = func(*args, **kwargs)
             if found:
                 return out
-            outs = [t for t in tensors(out) if t.is_floating_point()]
-            if outs and any(not bool(torch.isfinite(t).all()) for t in outs):
-                ins = [t for t in tensors((args, kwargs)) if t.is_floating_point()]
-                if all(bool(torch.isfinite(t).all()) for t in ins):
-                    found.append(_classify(func, args, kwargs, to32, tensors, stack[-1]))
+            if not _finite(out) and _finite((args, kwargs)):
+                found.append(_classify(func, args, kwargs, stack[-1]))
             return out
 
     half = tuple(t.half() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in example_inputs)
@@ -139,15 +127,36 @@ def _upcast(func, args, kwargs) -> bool:
     return name in ("to", "type") and (kwargs.get("dtype") in wide or any(a in wide for a in args[1:]))
 
 
-def _classify(func, args, kwargs, to32, tensors, module: str) -> Fp16Fault:
+def _floats(value) -> list:
+    from .outputs import flat_tensors
+
+    return [t for t in flat_tensors(value) if t.is_floating_point() and t.numel()]
+
+
+def _finite(value) -> bool:
+    """Every floating tensor in `value` (nested) is free of inf / NaN."""
     import torch
 
+    return all(bool(torch.isfinite(t).all()) for t in _floats(value))
+
+
+def _to32(value):
+    import torch
+
+    if isinstance(value, torch.Tensor) and value.dtype == torch.float16:
+        return value.float()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to32(v) for v in value)
+    return value
+
+
+def _classify(func, args, kwargs, module: str) -> Fp16Fault:
     name = getattr(func, "__name__", str(func))
     peak = float("nan")
     try:
-        ref = func(*to32(tuple(args)), **{k: to32(v) for k, v in kwargs.items()})
-        vals = [t for t in tensors(ref) if t.is_floating_point() and t.numel()]
-        if vals and all(bool(torch.isfinite(t).all()) for t in vals):
+        ref = func(*_to32(tuple(args)), **{k: _to32(v) for k, v in kwargs.items()})
+        vals = _floats(ref)
+        if vals and _finite(vals):
             peak = max(float(t.abs().max()) for t in vals)
     except Exception:                                 # noqa: BLE001 - a call that needs fp16 arguments
         pass

@@ -8,9 +8,9 @@ import torch
 import torch.nn as nn
 
 from litert_gpu_toolkit import convert_for_gpu
-from litert_gpu_toolkit.export import gpu_vs_torch
 from litert_gpu_toolkit.rewrites.fp16_overflow import safe_vector_norm
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
+from wall_checks import _gpu_clean, _gpu_wrong
 
 
 class GlobalResponseNorm(nn.Module):
@@ -60,13 +60,9 @@ def test_handlers_route_every_spelling_and_leave_others():
 @pytest.mark.slow
 def test_safe_vector_norm_on_the_gpu(gpu, tmp_path):
     x = (_map(),)
-    plain = gpu_vs_torch(GlobalResponseNorm().eval(), x, tmp_path / "plain.tflite")
-    assert plain.ok, plain.summary()
-    assert plain.comparisons[0].nonfinite > 0 or plain.comparisons[0].corr < 0.99, plain.summary()
-    wrapped = GpuRewriteWrapper(GlobalResponseNorm().eval(), include=["patch_safe_vector_norm"])
-    res = gpu_vs_torch(wrapped, x, tmp_path / "safe.tflite")
-    assert res.ok and res.run.gpu.cpu_ops in (None, 0), res.summary()
-    assert res.comparisons[0].nonfinite == 0 and res.comparisons[0].corr >= 0.999, res.summary()
+    _gpu_wrong(GlobalResponseNorm(), x, tmp_path / "plain.tflite")
+    _gpu_clean(GpuRewriteWrapper(GlobalResponseNorm().eval(), include=["patch_safe_vector_norm"]), x,
+               tmp_path / "safe.tflite")
     result = convert_for_gpu(GlobalResponseNorm().eval(), x, tmp_path / "auto.tflite")   # a default
     assert result.verdict == "PASS", result.summary()
     assert "patch_safe_vector_norm" in {ch.rewrite for ch in result.changes}

@@ -23,6 +23,15 @@ def _gpu_clean(module, args, path):
     return res
 
 
+def _gpu_wrong(module, args, path):
+    """Convert + strict GPU-only run that completes with a wrong first output (non-finite or corr < 0.99): what a
+    rewrite's test shows the plain model does."""
+    res = gpu_vs_torch(module.eval(), args, path)
+    assert res.ok, res.summary()
+    assert res.comparisons[0].nonfinite > 0 or res.comparisons[0].corr < 0.99, res.summary()
+    return res
+
+
 def _same(a, b):
     """Equal as numbers, NaN where NaN (zeros compare equal whatever their sign)."""
     return a.shape == b.shape and bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())

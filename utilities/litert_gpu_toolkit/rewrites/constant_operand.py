@@ -52,17 +52,11 @@ def _lift(t, rank: int, lead: int = 0):
     return t.reshape((1,) * lead + shape + (1,) * (4 - rank - lead))
 
 
-def _lead(a, b, shape: tuple[int, ...]) -> int:
-    """1 when the trailing layout would give the constant a first (batch) axis > 1 that the runtime operand
-    broadcasts over -- runtime [1, 1, 1, 1] - constant [8, 256, 1, 1] is wrong on the GPU as well (corr 0.07),
-    [1, 8, 256, 1] is right -- else 0."""
-    runtime = a if value_of(a) is None else b
-    first = (1,) * (len(shape) - runtime.dim()) + tuple(runtime.shape)
-    return 1 if len(shape) < 4 and int(shape[0]) > 1 and int(first[0]) == 1 else 0
-
-
-def _needs_rank4(a, b) -> tuple[int, ...] | None:
-    """The broadcast output shape when (a, b) is a runtime tensor and a spanning constant with a rank-2/3 output."""
+def _layout(a, b) -> tuple[tuple[int, ...], int] | None:
+    """(broadcast output shape, leading size-1 axes for `_lift`) when (a, b) is a runtime tensor and a spanning
+    constant with a rank-2/3 output; else None. One leading axis when the trailing layout would give the constant
+    a first (batch) axis > 1 that the runtime operand broadcasts over -- runtime [1, 1, 1, 1] - constant
+    [8, 256, 1, 1] is wrong on the GPU as well (corr 0.07), [1, 8, 256, 1] is right."""
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
         return None
     ka, kb = value_of(a) is not None, value_of(b) is not None
@@ -74,7 +68,10 @@ def _needs_rank4(a, b) -> tuple[int, ...] | None:
     except RuntimeError:
         return None
     flattened = _flattened(runtime) and const.numel() > 1
-    return shape if len(shape) in (2, 3) and (_spans(const) or runtime.dim() < len(shape) or flattened) else None
+    if len(shape) not in (2, 3) or not (_spans(const) or runtime.dim() < len(shape) or flattened):
+        return None
+    first = ((1,) * (len(shape) - runtime.dim()) + tuple(runtime.shape))[0]
+    return shape, 1 if int(shape[0]) > 1 and int(first) == 1 else 0
 
 
 # A linear layer on [1, S, D] converts to FULLY_CONNECTED with a rank-2 [S, D] output; the converter then drops
@@ -105,20 +102,20 @@ def _binary(fn):
     def handler(input, other, *args, **kwargs):
         if kwargs.get("out") is not None:
             return NotImplemented
-        shape = _needs_rank4(input, other)
-        if shape is None:
+        layout = _layout(input, other)
+        if layout is None:
             return NotImplemented
-        lead = _lead(input, other, shape)
+        shape, lead = layout
         return fn(_lift(input, len(shape), lead), _lift(other, len(shape), lead), *args, **kwargs).reshape(shape)
     return handler
 
 
 def _reflected(fn):
     def handler(self, other):
-        shape = _needs_rank4(self, other)
-        if shape is None:
+        layout = _layout(self, other)
+        if layout is None:
             return NotImplemented
-        lead = _lead(self, other, shape)
+        shape, lead = layout
         return fn(_lift(other, len(shape), lead), _lift(self, len(shape), lead)).reshape(shape)
     return handler
 

@@ -35,6 +35,11 @@ MIN_SAME_MATCHES = 0.95
 MAX_MOTION_ERR_PX = 2.0
 
 
+def feeds(samples) -> list[dict]:
+    """The one-graph matcher's inputs per sample (keypoints, descriptors)."""
+    return [{"args_0": k, "args_1": d} for k, d in samples]
+
+
 def one_graph_latency(whole: Path, device: str, samples, plan_ms: float) -> dict:
     """The one-graph matcher timed on the plan's two devices (`device` and its fp32 form) right after the plan ran
     (the machine's load moves latencies between runs minutes apart), and the plan's ratio to each."""
@@ -44,9 +49,8 @@ def one_graph_latency(whole: Path, device: str, samples, plan_ms: float) -> dict
     info = load_model(whole, "export_matcher.py")
     sig = info.signatures[0]
     out = {}
-    feeds = [{"args_0": k, "args_1": d} for k, d in samples]
     for where, kind in ((device, "fp16"), (FP32_DEVICE[device], "fp32")):
-        run = run_on_device(whole, {sig.key: feeds}, where)
+        run = run_on_device(whole, {sig.key: feeds(samples)}, where)
         if run.ok:
             out[f"latency_ms_one_graph_{kind}"] = latency_ms(run.run_s[sig.key])
             out[f"plan_vs_one_graph_{kind}"] = round(plan_ms / out[f"latency_ms_one_graph_{kind}"], 2)
@@ -87,7 +91,7 @@ def main() -> int:
     samples = [(ref[f"{n}/keypoints"], ref[f"{n}/descriptors"]) for n in photos]
     if args.fp32_from is None:
         key = info.signatures[0].key
-        run = run_on_device(args.model, {key: [{"args_0": k, "args_1": d} for k, d in samples]}, args.device)
+        run = run_on_device(args.model, {key: feeds(samples)}, args.device)
         res = residency(info, run)
         runs, ress, lines, models = [run], [res], [res.line], {graph: args.model}
         outs = list(next(iter(run.outputs[key].values()))) if run.ok else None
