@@ -9,7 +9,8 @@ Most of the toolkit's fp16 rewrites are insurance: a LayerNorm computed in a dow
 with its max subtracted, a channel max built from pairwise maxima. They add ops to models whose ranges
 never come near fp16's limit, so their price has to be known. Each row is one Hugging Face architecture
 at its full default size with random weights (the latency does not depend on the values): ViT-B/16 at
-224x224, ResNet-50 at 224x224, BERT-base on 128 tokens, and a 12-layer GPT-2 decoder on 128 tokens.
+224x224, ResNet-50 at 224x224, BERT-base on 128 tokens, a 12-layer GPT-2 decoder on 128 tokens, and
+EfficientNet-B0 at 224x224 (its squeeze-excite means over up to 112x112 values take `patch_safe_reductions`).
 
 Each model is converted twice: plain (`convert_for_gpu(..., patches=False)`) and with the defaults, both
 without the GPU check (the check's GPU runs would dominate the time; the timing runs compile each graph
@@ -17,7 +18,8 @@ strictly on the GPU anyway). Then, for each device, the two graphs are timed in 
 plain, then rewritten, `--repeats` runs each in one compile; the row's ratio is the median over rounds of
 (rewritten median / plain median). Pairing the two in every round keeps the machine's load out of the
 ratio as far as it can be. "rejected" = that graph does not compile strictly on the GPU, so there is no
-ratio there.
+ratio there. `--record --only ROWS` measures those rows and keeps the recorded others (each row is its own
+side-by-side measurement, stamped with its date).
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 RECORD = ROOT / "docs" / "data" / "rewrite_cost.json"
 DEVICES = ("cpu", "gpu")
 TARGET = 1.05          # the target: median rewritten / plain latency at most this
-ROWS = ("vit_b16", "resnet50", "bert_base", "gpt2_12l")
+ROWS = ("vit_b16", "resnet50", "bert_base", "gpt2_12l", "efficientnet_b0")
 
 
 def _configs(quick: bool):
@@ -72,7 +74,17 @@ def _configs(quick: bool):
         ids = torch.randint(1000, 2000, (1, seq))
         return _Logits(tf.GPT2LMHeadModel(cfg), "input_ids"), (ids,)
 
-    return list(zip(ROWS, (vit, resnet, bert, gpt2)))
+    def efficientnet():
+        # B0's widths and depths; squeeze-excite over 112x112 .. 7x7 maps, the long reductions the defaults take
+        cfg = tf.EfficientNetConfig(width_coefficient=1.0, depth_coefficient=1.0, image_size=224, hidden_dim=1280,
+                                    dropout_rate=0.2)
+        if quick:
+            cfg = tf.EfficientNetConfig(width_coefficient=0.25, depth_coefficient=0.25, image_size=64,
+                                        hidden_dim=320)
+        return _Logits(tf.EfficientNetForImageClassification(cfg), "pixel_values"), (
+            torch.randn(1, 3, cfg.image_size, cfg.image_size),)
+
+    return list(zip(ROWS, (vit, resnet, bert, gpt2, efficientnet)))
 
 
 class _Logits:
@@ -107,7 +119,8 @@ def measure_row(name: str, build, tmp: Path, devices, rounds: int, repeats: int)
     from litert_gpu_toolkit.model_info import read_model_info
 
     model, inputs = build()
-    row: dict = {"model": name, "params": sum(p.numel() for p in model.parameters())}
+    row: dict = {"model": name, "params": sum(p.numel() for p in model.parameters()),
+                 "measured": time.strftime("%Y-%m-%d")}
     paths = {}
     for label, patches in (("plain", False), ("rewritten", True)):
         start = time.perf_counter()
@@ -198,6 +211,11 @@ def main(argv=None) -> int:
             "load_average_end": round(os.getloadavg()[0], 1), "torch": torch.__version__,
             "transformers": version("transformers"), "rounds": args.rounds, "repeats": args.repeats,
             "rows": rows, "summary": summary(rows)}
+    if args.record and only and RECORD.exists():           # keep the rows not measured now, in ROWS order
+        kept = {r["model"]: r for r in json.loads(RECORD.read_text())["rows"] if r["model"] not in only}
+        kept.update({r["model"]: r for r in rows})
+        data["rows"] = [kept[n] for n in ROWS if n in kept]
+        data["summary"] = summary(data["rows"])
     from gen_docs import render_rewrite_cost
 
     print(render_rewrite_cost(data))

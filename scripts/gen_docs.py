@@ -9,7 +9,7 @@ A generated block sits between two markers, one style everywhere:
 
 Blocks (name: source -> where):
   results   models/*/*/converted/results.json -> each recipe's README.md and converted/README.md, the top README
-  symptoms  utilities/litert_gpu_toolkit/symptoms.py -> the toolkit's REFERENCE.md
+  symptoms  utilities/litert_gpu_toolkit/symptom_table.py -> the toolkit's REFERENCE.md
   exit_status  litert_gpu_toolkit/cli.py's EXIT_STATUS (what --help prints) -> the toolkit's README.md
   bench     docs/data/bench_rewrites.json (python scripts/bench_rewrites.py --record) -> the toolkit's REFERENCE.md
   rewrite_cost docs/data/rewrite_cost.json (python scripts/bench_rewrite_cost.py --record) -> the toolkit's REFERENCE.md
@@ -201,7 +201,8 @@ def render_rewrite_cost(data: dict) -> str:
         ops = " / ".join(str((r.get(k) or {}).get("ops", (r.get(k) or {}).get("status", "-")))
                          for k in ("plain", "rewritten"))
         cpu, gpu = r.get("cpu"), r.get("gpu")
-        out.append(f"| {r['model']} | {r['params'] / 1e6:.1f} M | {ops} | {', '.join(r.get('rewrites', [])) or '-'} "
+        when = f" ({r['measured']})" if r.get("measured") else ""
+        out.append(f"| {r['model']}{when} | {r['params'] / 1e6:.1f} M | {ops} | {', '.join(r.get('rewrites', [])) or '-'} "
                    f"| {cell(cpu, 'plain')} / {cell(cpu, 'rewritten')} | {ratio(cpu)} "
                    f"| {cell(gpu, 'plain')} / {cell(gpu, 'rewritten')} | {ratio(gpu)} |")
     s = data["summary"]
@@ -339,7 +340,7 @@ def targets() -> dict[Path, str]:
                     update(readme, "latency", "results.json", latency_table(records), "")
     if recipes:
         update(ROOT / "README.md", "results", "models/*/*/converted/results.json", top_table(recipes), "## Recipes")
-    update(TOOLKIT_REFERENCE, "symptoms", "symptoms.py", symptom_table(), "## Symptom table")
+    update(TOOLKIT_REFERENCE, "symptoms", "symptom_table.py", symptom_table(), "## Symptom table")
     from litert_gpu_toolkit.cli import EXIT_STATUS
 
     update(TOOLKIT_README, "exit_status", "litert_gpu_toolkit/cli.py EXIT_STATUS", f"```\n{EXIT_STATUS}\n```", "")

@@ -90,6 +90,11 @@ class FoldedProduct(nn.Module):
         return x
 
 
+class GlobalPool(nn.Module):
+    def forward(self, x):
+        return x.mean((2, 3))
+
+
 TORCH_CASES = {
     "transpose_conv": (ConvT, (torch.randn(1, 4, 8, 8),)),
     "relu_0_to_1": (HardTanh01, (torch.randn(1, 4, 8, 8),)),
@@ -103,6 +108,7 @@ TORCH_CASES = {
     "cast": (IntMask, (torch.randn(1, 4, 8), torch.ones(1, 8, dtype=torch.int32))),
     "fft": (Spectrum, (torch.randn(1, 64),)),
     "constant_blowup": (FoldedProduct, (torch.randn(512, 1024),)),
+    "long_reduction": (GlobalPool, (torch.randn(1, 4, 64, 64),)),
 }
 
 
@@ -228,6 +234,8 @@ def _rewritten(symptom):
         return wrapped, args, wrapped.runtime_inputs()
     if symptom == "gather_nd":
         return GpuRewriteWrapper(cls(), include=["patch_grid_sample"]), args
+    if symptom == "long_reduction":
+        return GpuRewriteWrapper(cls(), include=["patch_pooled_reductions"]), args
     raise KeyError(symptom)
 
 

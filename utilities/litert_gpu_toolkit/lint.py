@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .model_info import InvalidModelError, ModelInfo, OpInfo, read_model_info
-from .symptoms import BY_ID
+from .symptoms import BY_ID, LONG_REDUCTION
 
 # a constant this large feeding an elementwise op (not a conv / matmul weight) is likely folded
 LARGE_FOLDED_CONSTANT_BYTES = 1 << 20
@@ -184,6 +184,19 @@ def lint_for_mobile(model: str | os.PathLike | bytes | ModelInfo) -> list[LintFi
                     )
                 )
 
+        if name in ("MEAN", "SUM") and len(ins) >= 2:
+            count = _reduced_count(info, ins[0], ins[1], sg)
+            if count is not None and count >= LONG_REDUCTION:
+                findings.append(
+                    _finding(
+                        info,
+                        op,
+                        "long_reduction",
+                        f"{name} reduces {count} elements per output: an fp16 accumulator overflows or stalls",
+                        ins + op.outputs,
+                    )
+                )
+
         # identical inputs / all-constant inputs (LiteRT#9192)
         if name not in _SHAPE_OPERAND_OPS and len(ins) >= 2:
             if len(set(ins)) < len(ins):
@@ -296,6 +309,16 @@ def scores_source(info: ModelInfo, tensor: int, sg: int, producers: dict | None 
 
 
 _ELEMENTWISE = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW"}
+
+
+def _reduced_count(info: ModelInfo, x: int, axes: int, sg: int) -> int | None:
+    """Elements reduced into each output value of a MEAN / SUM (its axes a constant), else None."""
+    value = info.constant_value(axes, sg)
+    shape = list(info.tensor(x, sg).shape)
+    if value is None or not shape or any(int(d) <= 0 for d in shape):
+        return None
+    dims = {int(a) % len(shape) for a in np.asarray(value).ravel()}
+    return int(np.prod([shape[d] for d in dims])) if dims else None
 
 
 def _folded_constants(info: ModelInfo) -> list[LintFinding]:

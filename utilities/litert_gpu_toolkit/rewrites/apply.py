@@ -74,16 +74,16 @@ def apply_patches(model, example_inputs=None, *, include: Sequence[str] | None =
             errors[name] = f"{type(e).__name__}: {e}"[:300]
     names = functional_selection(include, exclude, approximate, only)
     if example_inputs is not None and names:            # (an empty include list would mean "all" to the mode)
-        from .functional import GpuRewriteMode
+        from .functional import GpuRewriteWrapper
 
         args, kw = split_example_inputs(example_inputs)
-        mode = GpuRewriteMode(include=names)
+        wrapper = GpuRewriteWrapper(model, include=names)     # as the export will run it (its enter hooks too)
         try:
-            with torch.no_grad(), mode:
-                model(*args, **kw)
+            with torch.no_grad():
+                wrapper(*args, **kw)
         except Exception as e:                           # noqa: BLE001
             if errors is None:
                 raise
             errors["functional rewrites"] = f"{type(e).__name__}: {e}"[:300]
-        changes += [c for c in mode.changes if c not in changes]
+        changes += [c for c in wrapper.changes if c not in changes]
     return changes

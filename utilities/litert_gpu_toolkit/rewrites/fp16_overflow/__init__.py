@@ -7,14 +7,20 @@ as in torch instead of NaN (`patch_safe_softmax`); `rescale`: activations too la
 layers scaled by a power of two folded into their weights (`patch_rescale_homogeneous`, bit-identical in fp32);
 `attention_scores`: q @ k^T past fp16's range before its 1/sqrt(d) scale, the scale's power of two moved into the
 query projection (`patch_prescale_attention`, bit-identical in fp32); `vector_norm`: an L2 norm over many elements
-in a scaled form (`patch_safe_vector_norm`, exact to fp32 rounding).
+in a scaled form (`patch_safe_vector_norm`, exact to fp32 rounding); `reductions`: means and sums over >= 1024
+elements (global pools, squeeze-excite) prescaled by a power of two (`patch_safe_reductions`, bit-identical) or
+as a cascade of small average pools (`patch_pooled_reductions`, opt-in, exact to fp32 rounding); `stream`: a
+residual stream past fp16's range scaled by 2^-k where it is written and read (`patch_rescale_stream`,
+bit-identical).
 """
 from __future__ import annotations
 
 from .softmax import patch_safe_softmax, safe_softmax
 from .rescale import patch_rescale_homogeneous
+from .stream import patch_rescale_stream  # before the norms' patches: on nn.LayerNorm the check is bit-exact
 from .attention_scores import patch_prescale_attention
 from .vector_norm import patch_safe_vector_norm, safe_vector_norm
+from .reductions import LONG_REDUCTION, patch_pooled_reductions, patch_safe_reductions
 from .mask_fill import FP16_MAX, MASK_FILL, mask_fill_exact, patch_mask_fill_exact, patch_mask_fill_fp16
 from .norms import (
     hierarchical_mean,
