@@ -31,9 +31,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 # the plans first (each ~10 minutes on a 2-core machine with the software GPU); split-K last: its graphs hold many
-# more convs, and on that machine one GPU run of split_k:129:128 did not finish in 50 minutes
+# more convs (split_k:1025:256: 1229 ops, about 5 minutes; one GPU run of split_k:129:128 did not finish in 50
+# minutes on that machine)
 VARIANTS = ("plain", "plan:ups.3", "plan:ups.2", "plan:ups.0:first", "plan:ups.1:first", "plan:ups.2:first",
-            "plan:ups.3:first", "split_k:1025:256", "split_k:129:128", "split_k:33:32")
+            "plan:ups.3:first", "split_k:1025:256", "split_k:513:128", "split_k:129:128", "split_k:33:32")
 
 
 def _median_ms(run) -> float:
@@ -55,6 +56,34 @@ def _one_graph(generator, x, ref, path: Path, repeats: int) -> dict:
     c = compare(out, ref)
     return {"status": "ok", "corr": c.corr, "snr_db": c.snr_db, "ops": result.info.num_ops,
             "ms": _median_ms(timed) if timed.ok else None, "device": result.run.gpu.adapter}
+
+
+def _plain_side_by_side(x, ref, rewritten: Path, tmp: Path, repeats: int) -> dict:
+    """The plain fp16 graph's corr, and both graphs' median GPU ms over `repeats` alternating rounds."""
+    from export_vocoder import rewrite_upsamplers
+    from hifigan import load_generator
+    from litert_gpu_toolkit.export import export_tflite
+    from litert_gpu_toolkit.metrics import compare
+    from litert_gpu_toolkit.runtime import compile_and_run
+
+    plain = load_generator()
+    rewrite_upsamplers(plain, "polyphase")
+    path = export_tflite(plain.eval(), (x,), tmp / "plain_side.tflite")
+    feed = {"serving_default": {"args_0": x.numpy()}}
+    ms: dict[str, list[float]] = {"plain": [], "rewritten": []}
+    corr = None
+    for _ in range(repeats):
+        for label, p in (("plain", path), ("rewritten", rewritten)):
+            run = compile_and_run(p, feed, accelerator="gpu", repeats=1)
+            if not run.ok:
+                return {"status": run.status}
+            ms[label].append(_median_ms(run))
+            if label == "plain" and corr is None:
+                out = next(iter(run.outputs["serving_default"].values())).reshape(ref.shape)
+                corr = compare(out, ref).corr
+    ratios = [r / p for p, r in zip(ms["plain"], ms["rewritten"])]
+    return {"corr": corr, "ms": statistics.median(ms["plain"]), "ms_rewritten": statistics.median(ms["rewritten"]),
+            "ratio": statistics.median(ratios)}
 
 
 def main(argv=None) -> int:
@@ -112,8 +141,11 @@ def main(argv=None) -> int:
                 changes = patch_split_k(generator, min_dot=int(params[0]), max_dot=int(params[1]))
                 with torch.no_grad():   # exactness in torch: only the order of fp32 additions changed
                     torch_gap = float(np.abs(generator(x).numpy() - ref).max())
-                row = _one_graph(generator, x, ref, Path(tmp) / f"{kind}_{params[1]}.tflite", args.repeats)
+                path = Path(tmp) / f"{kind}_{params[1]}.tflite"
+                row = _one_graph(generator, x, ref, path, args.repeats)
                 row.update(layers_split=len(changes), torch_max_abs_diff=torch_gap)
+                if row["status"] == "ok":        # the plain fp16 graph timed in this run, alternating with it
+                    row["whole_fp16"] = _plain_side_by_side(x, ref, path, Path(tmp), args.repeats)
             else:
                 plan = plan_precision(generator, (x,), cuts=[params[0]], fp32=[0] if params[1:] == ["first"] else [1],
                                       out_dir=Path(tmp) / v.replace(":", "_"))
