@@ -195,6 +195,17 @@ SYMPTOMS: tuple[Symptom, ...] = (
         desktop_reproduces=False,
     ),
     Symptom(
+        id="padded_mean",
+        seen="compiles GPU-only, the output is inf in fp16 and in fp32 (LiteRT's CPU is right): a global average "
+             "pool right after a normalisation or a division, at a small map",
+        cause="The GPU fuses elementwise ops into the MEAN after them and reduces the plane 4 columns at a time; a "
+              "width that is not a multiple of 4 leaves empty lanes, where a fused DIV (by a tensor that varies "
+              "over the plane) or RSQRT gives inf. Measured on llvmpipe, ai-edge-litert 2.3.0: widths 1-3 and 5-7 "
+              "fail, 4 and 8 do not; AVERAGE_POOL_2D over the same plane is right.",
+        rewrites=("patch_padded_mean",),
+        numeric="nonfinite",
+    ),
+    Symptom(
         id="long_reduction",
         seen="a global pool / squeeze-excite / long mean runs, and on a phone comes back inf or wrong",
         cause="MEAN or SUM reducing >= 1024 elements per output: a GPU that accumulates in fp16 passes 65504 once "
