@@ -125,13 +125,18 @@ def _peaks(model, args, kwargs) -> dict[str, tuple[float, int, float]]:
                 rec[1] += 1
                 rec[2] = max(rec[2], _peak(inp[0]) if inp else 0.0)
             hooks.append(m.register_forward_hook(hook))
+    run_hooked(model, args, kwargs, hooks)
+    return {n: tuple(rec) for n, rec in seen.items()}
+
+
+def run_hooked(model, args, kwargs, hooks) -> None:
+    """One no-grad forward, then the hooks (already registered) removed, also when the forward raises."""
     try:
         with torch.no_grad():
             model(*args, **kwargs)
     finally:
         for h in hooks:
             h.remove()
-    return {n: tuple(rec) for n, rec in seen.items()}
 
 
 def _pairs(model, args, kwargs, firsts: set[str]) -> dict[str, tuple[str, float]]:
@@ -189,11 +194,15 @@ def _scale(first: nn.Module, second: nn.Module, k: int) -> None:
         second.weight.mul_(2.0 ** k)
 
 
+def normal_headroom(weight: torch.Tensor) -> int:
+    """The largest k for which the weight's median nonzero |value| times 2^-k is still a normal fp16 number."""
+    w = weight.detach().abs()
+    median = float(w[w > 0].median()) if bool((w > 0).any()) else 1.0
+    return math.floor(math.log2(max(median, 1e-30) / FP16_MIN_NORMAL))
+
+
 def _exponent(peak: float, first: nn.Module, second: nn.Module, target: float) -> int:
-    k = math.ceil(math.log2(peak / target))
-    w1 = first.weight.detach().abs()
-    median = float(w1[w1 > 0].median()) if bool((w1 > 0).any()) else 1.0
-    k = min(k, math.floor(math.log2(max(median, 1e-30) / FP16_MIN_NORMAL)))
+    k = min(math.ceil(math.log2(peak / target)), normal_headroom(first.weight))
     w2 = float(second.weight.detach().abs().max())
     return min(k, math.floor(math.log2(MAX_SCALED_WEIGHT / w2)) if w2 > 0 else k)
 

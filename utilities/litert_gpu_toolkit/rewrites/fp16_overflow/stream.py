@@ -11,7 +11,8 @@ and conv / linear layers commute with it. So every tensor of the stream is multi
 - the layers that write into it (the first one, each branch's last layer, a concatenated token's projection):
   weight and bias times s; a parameter added or concatenated into it (a position table, a class token): times s;
 - a conv / linear that reads it: bias times s (its output joins the stream); a norm that reads it: eps times s^2;
-- views, zero padding, dropout and products with tensors outside the stream pass the scale on.
+- views, zero padding, pooling, dropout, (leaky) ReLU and products with tensors outside the stream pass the
+  scale on.
 
 With s a power of two every scaled value is exactly the unscaled one times s (binary floating point), so the
 outputs are **bit-identical** in fp32 -- checked on the example inputs, and undone otherwise; the writers' and
@@ -30,20 +31,20 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .. import Change, register
-from .rescale import (_HOMOGENEOUS, _LINEAR, _PRODUCT, DEFAULT_LIMIT, DEFAULT_TARGET, FP16_MIN_NORMAL, _outputs,
-                      _tensors, _Trace)
+from .rescale import (_HOMOGENEOUS, _LINEAR, _PRODUCT, DEFAULT_LIMIT, DEFAULT_TARGET, _outputs, _peaks, _tensors,
+                      _Trace, normal_headroom, run_hooked)
 
 _ADD = {torch.add, torch.Tensor.add, torch.Tensor.__add__, torch.Tensor.__radd__, torch.sub, torch.Tensor.sub,
         torch.Tensor.__sub__, torch.Tensor.__rsub__}
 _CAT = {torch.cat, torch.concat, torch.stack}
 _DIV = {torch.div, torch.Tensor.div, torch.Tensor.__truediv__}
 _SPLIT = {torch.split, torch.Tensor.split, torch.chunk, torch.Tensor.chunk, torch.unbind, torch.Tensor.unbind}
-_PASS = (_HOMOGENEOUS - _PRODUCT - {F.relu, torch.relu, torch.relu_, torch.Tensor.relu, torch.Tensor.relu_}) | _SPLIT | {
-    torch.Tensor.clone, torch.Tensor.expand, torch.Tensor.narrow, torch.Tensor.flatten}
+# calls that pass a scale on unchanged: views, zero padding, pooling, dropout, (leaky) ReLU -- positively homogeneous
+_PASS = (_HOMOGENEOUS - _PRODUCT) | _SPLIT | {torch.Tensor.clone, torch.Tensor.expand, torch.Tensor.narrow,
+                                              torch.Tensor.flatten}
 _EPS = ("eps", "variance_epsilon")
 
 
@@ -236,23 +237,14 @@ def _scale(model: nn.Module, s: _Stream, k: int) -> None:
 
 def _exponent(model: nn.Module, s: _Stream, peak: float, target: float) -> int:
     k = math.ceil(math.log2(peak / target))
-    for name in s.writers:
-        w = model.get_submodule(name).weight.detach().abs()
-        median = float(w[w > 0].median()) if bool((w > 0).any()) else 1.0
-        k = min(k, math.floor(math.log2(max(median, 1e-30) / FP16_MIN_NORMAL)))
-    return k
+    return min([k] + [normal_headroom(model.get_submodule(name).weight) for name in s.writers])
 
 
 def _module_peaks(model, args, kwargs, names) -> dict[str, float]:
     seen: dict[str, float] = {}
     hooks = [model.get_submodule(n).register_forward_hook(
         lambda mod, inp, out, n=n: seen.__setitem__(n, float(out.detach().abs().max()))) for n in names]
-    try:
-        with torch.no_grad():
-            model(*args, **kwargs)
-    finally:
-        for h in hooks:
-            h.remove()
+    run_hooked(model, args, kwargs, hooks)
     return seen
 
 
@@ -266,6 +258,8 @@ def patch_rescale_stream(model: nn.Module, example_inputs=None, limit: float = D
     from ..apply import split_example_inputs
 
     args, kwargs = split_example_inputs(example_inputs)
+    if not any(limit < peak < math.inf for peak, _, _ in _peaks(model, args, kwargs).values()):
+        return []                                 # the usual case: one forward with hooks, no trace
     changes: list[Change] = []
     tried: set[str] = set()
     while True:
