@@ -202,7 +202,8 @@ def render_rewrite_cost(data: dict) -> str:
                          for k in ("plain", "rewritten"))
         cpu, gpu = r.get("cpu"), r.get("gpu")
         when = f" ({r['measured']})" if r.get("measured") else ""
-        out.append(f"| {r['model']}{when} | {r['params'] / 1e6:.1f} M | {ops} | {', '.join(r.get('rewrites', [])) or '-'} "
+        rewrites = ", ".join(r.get("rewrites", [])) or "-"
+        out.append(f"| {r['model']}{when} | {r['params'] / 1e6:.1f} M | {ops} | {rewrites} "
                    f"| {cell(cpu, 'plain')} / {cell(cpu, 'rewritten')} | {ratio(cpu)} "
                    f"| {cell(gpu, 'plain')} / {cell(gpu, 'rewritten')} | {ratio(gpu)} |")
     s = data["summary"]
