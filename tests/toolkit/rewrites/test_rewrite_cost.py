@@ -36,4 +36,5 @@ def test_quick_run_pairs_the_two_graphs_on_the_cpu(tmp_path):
     bert = data["rows"][1]
     assert "patch_safe_layernorm" in bert["rewrites"]          # the insurance the table prices
     assert data["summary"]["cpu"]["rows_with_ratio"] == 2 and data["summary"]["gpu"]["rows_with_ratio"] == 0
-    assert "| bert_base |" in out.stdout and "Median ratio (rewritten / plain)" in out.stdout
+    assert all(row["measured"] for row in data["rows"])          # each row is dated: --record --only mixes runs
+    assert f"| bert_base ({bert['measured']}) |" in out.stdout and "Median ratio (rewritten / plain)" in out.stdout
