@@ -7,6 +7,8 @@ it -- and nowhere else. A handler returns `NotImplemented` to leave a call untou
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch.overrides import TorchFunctionMode
 
@@ -81,6 +83,37 @@ class GpuRewriteMode(TorchFunctionMode):
         if change not in self.changes:
             self.changes.append(change)
         return out
+
+
+class PrepassSites:
+    """What a rewrite's pre-pass recorded on a model, for its handlers while a `GpuRewriteWrapper` runs that model.
+
+    `store(model, sites)` keeps it as a plain attribute of the model (so copies carry it); `current()` is what the
+    innermost running wrapper's model holds -- None when no pre-pass ran -- or what `active(value)` set, for the
+    pre-pass itself. Registered as the rewrite's enter hook."""
+
+    def __init__(self, name: str):
+        self.attr = f"_litert_sites_{name}"
+        self._stack: list = []
+        ENTER_HOOKS[name] = self._enter
+
+    def _enter(self, model, snapshot):
+        self._stack.append(model.__dict__.get(self.attr))
+        return self._stack.pop
+
+    def store(self, model, sites) -> None:
+        model.__dict__[self.attr] = sites
+
+    def current(self):
+        return self._stack[-1] if self._stack else None
+
+    @contextlib.contextmanager
+    def active(self, value):
+        self._stack.append(value)
+        try:
+            yield value
+        finally:
+            self._stack.pop()
 
 
 class GpuRewriteWrapper(torch.nn.Module):

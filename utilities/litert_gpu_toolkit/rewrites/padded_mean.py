@@ -24,10 +24,9 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from . import Change, register
-from .functional import ENTER_HOOKS, register_handler
+from .functional import PrepassSites, register_handler
 
-_SITES_ATTR = "_litert_padded_mean_sites"      # on the model: the (shape, dims) the pre-pass found
-_ACTIVE: list = []
+SITES = PrepassSites("patch_padded_mean")      # the (shape, dims) the pre-pass found
 
 _DIVISIONS = {torch.div, torch.Tensor.div, torch.true_divide, torch.Tensor.__truediv__, torch.Tensor.__rtruediv__}
 _ZERO_UNSAFE = {torch.rsqrt, torch.Tensor.rsqrt, torch.reciprocal, torch.Tensor.reciprocal, torch.log,
@@ -97,7 +96,7 @@ def _mean_site(func, args, kwargs):
 
 
 def _route(func, x, keepdim: bool, total: bool, args, kwargs):
-    sites = _ACTIVE[-1] if _ACTIVE else None
+    sites = SITES.current()
     site = _mean_site(func, (x, *args), kwargs)
     if not sites or site not in sites:
         return NotImplemented
@@ -128,14 +127,6 @@ def _adaptive(input, output_size):
     return _route(F.adaptive_avg_pool2d, input, True, False, (output_size,), {})
 
 
-def _enter(model: nn.Module, snapshot):
-    _ACTIVE.append(model.__dict__.get(_SITES_ATTR))
-    return _ACTIVE.pop
-
-
-ENTER_HOOKS["patch_padded_mean"] = _enter
-
-
 @register("patch_padded_mean", wall="padded_mean")
 def patch_padded_mean(model: nn.Module, example_inputs=None) -> list[Change]:
     """Record the spatial means to compute as an average pool (module docstring); returns no changes itself (the
@@ -148,5 +139,5 @@ def patch_padded_mean(model: nn.Module, example_inputs=None) -> list[Change]:
     recorder = _Recorder()
     with torch.no_grad(), recorder:
         model(*args, **kwargs)
-    model.__dict__[_SITES_ATTR] = frozenset(recorder.sites)
+    SITES.store(model, frozenset(recorder.sites))
     return []

@@ -37,13 +37,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import Change, register
-from ..functional import ENTER_HOOKS, register_handler
+from ..functional import PrepassSites, register_handler
 from ...symptoms import LONG_REDUCTION
 from .norms import hierarchical_mean
 from .rescale import DEFAULT_LIMIT
 
-_SITES_ATTR = "_litert_safe_reduction_sites"      # on the model: {(shape, dims): k} from the pre-pass
-_ACTIVE_SITES: list = []                           # innermost last, while a GpuRewriteWrapper forward runs
+SITES = PrepassSites("patch_safe_reductions")     # {(shape, dims): k} from the pre-pass
 TARGET = 2.0 ** 10
 
 
@@ -70,7 +69,7 @@ def _route(call, x, dim, keepdim, dtype, out, total: bool, pooled: bool):
     dims = _reduced(x, dim)
     if dims is None:
         return NotImplemented
-    sites = _ACTIVE_SITES[-1] if _ACTIVE_SITES else None
+    sites = SITES.current()
     if isinstance(sites, _Recorder):
         if not pooled:
             sites.see(x, dims)
@@ -82,7 +81,7 @@ def _route(call, x, dim, keepdim, dtype, out, total: bool, pooled: bool):
     return NotImplemented if not k else call(x * 2.0 ** -k) * 2.0 ** k
 
 
-def _split(args, kwargs):
+def _split(x, args, kwargs):
     """(dim, keepdim, dtype, out) of a mean / sum call, positional or keyword; torch.sum(x) has no dim."""
     dim = args[0] if args else kwargs.get("dim", kwargs.get("axis"))
     if isinstance(dim, torch.dtype):              # torch.sum(x, torch.float32)
@@ -93,10 +92,6 @@ def _split(args, kwargs):
 
 def _ones(size) -> bool:
     return all(s == 1 for s in ((size,) if isinstance(size, int) else tuple(size)))
-
-
-def _reduction(x, args, kwargs):
-    return _split(args, kwargs)
 
 
 def _adaptive(spatial: int):
@@ -134,9 +129,9 @@ def _register(func, parse, total: bool) -> None:
 
 
 for _func in (torch.mean, torch.Tensor.mean):
-    _register(_func, _reduction, total=False)
+    _register(_func, _split, total=False)
 for _func in (torch.sum, torch.Tensor.sum):
-    _register(_func, _reduction, total=True)
+    _register(_func, _split, total=True)
 _register(F.adaptive_avg_pool2d, _adaptive(2), total=False)
 _register(F.adaptive_avg_pool1d, _adaptive(1), total=False)
 _register(F.avg_pool2d, _global_avg_pool2d, total=False)
@@ -156,15 +151,6 @@ class _Recorder:
             self.sites[key] = max(self.sites.get(key, 0), math.ceil(math.log2(total / TARGET)))
 
 
-def _enter(model: nn.Module, snapshot) -> callable:
-    """ENTER_HOOK: make the model's recorded sites (if its pre-pass ran) what the handlers consult."""
-    _ACTIVE_SITES.append(model.__dict__.get(_SITES_ATTR))
-    return _ACTIVE_SITES.pop
-
-
-ENTER_HOOKS["patch_safe_reductions"] = _enter
-
-
 @register("patch_safe_reductions", wall="fp16_overflow")
 def patch_safe_reductions(model: nn.Module, example_inputs=None, limit: float = DEFAULT_LIMIT) -> list[Change]:
     """Record where the prescaled reduction applies and its k (module docstring); returns no changes itself
@@ -175,14 +161,10 @@ def patch_safe_reductions(model: nn.Module, example_inputs=None, limit: float = 
     from ..functional import GpuRewriteMode
 
     args, kwargs = split_example_inputs(example_inputs)
-    recorder = _Recorder(limit)
-    _ACTIVE_SITES.append(recorder)
-    try:
-        with torch.no_grad(), GpuRewriteMode(include=["patch_safe_reductions"]):
-            model(*args, **kwargs)
-    finally:
-        _ACTIVE_SITES.pop()
-    model.__dict__[_SITES_ATTR] = dict(recorder.sites)
+    with SITES.active(_Recorder(limit)) as recorder, torch.no_grad(), \
+            GpuRewriteMode(include=["patch_safe_reductions"]):
+        model(*args, **kwargs)
+    SITES.store(model, dict(recorder.sites))
     return []
 
 
