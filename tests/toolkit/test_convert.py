@@ -240,3 +240,8 @@ def test_quality_ranks_gpu_residency_and_never_demotes_good_numbers():
     assert quality(_fake("FALLBACK", 50, 100, {"g": good})) > quality(_fake("FALLBACK", 40, 100, {"g": good}))
     assert quality(_fake("FALLBACK", 50, 100, {"g": good})) > quality(_fake("FALLBACK", 50, 100, {"g": (0.9995, True,
                                                                                                          None)}))
+    # between two NUMERICS_FAIL files at full residency, finite-but-degraded beats non-finite (whose corr is
+    # None: trained EfficientViT kept the inf file, its fp32 corr of 1.0 read as the worst output)
+    inf = _fake("NUMERICS_FAIL", 100, 100, {"gpu_fp16": (None, False, "nonfinite"), "gpu_fp32": good})
+    degraded = _fake("NUMERICS_FAIL", 100, 100, {"gpu_fp16": (0.9938, False, "degraded"), "gpu_fp32": good})
+    assert quality(degraded) > quality(inf), (quality(degraded), quality(inf))

@@ -275,7 +275,8 @@ SYMPTOMS: tuple[Symptom, ...] = (
         rewrites=("patch_safe_layernorm", "patch_rmsnorm", "patch_instance_norm", "patch_group_norm",
                   "hierarchical_mean", "safe_mean", "safe_sum", "patch_mask_fill_exact", "patch_safe_softmax",
                   "patch_rescale_homogeneous", "patch_prescale_attention", "patch_safe_vector_norm",
-                  "patch_mask_fill_fp16", "l2_normalize", "patch_safe_reductions", "patch_rescale_stream"),
+                  "patch_mask_fill_fp16", "l2_normalize", "patch_safe_reductions", "patch_rescale_stream",
+                  "patch_rescale_products"),
         numeric="nonfinite",
     ),
     Symptom(

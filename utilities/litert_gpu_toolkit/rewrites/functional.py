@@ -12,8 +12,8 @@ import contextlib
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .registry import (ARG_REWRITERS, ENTER_HOOKS, HANDLERS, PRE_HANDLERS, Change, check_names,  # noqa: F401
-                       load_rewrites, register_handler, spec_of)
+from .registry import (ARG_REWRITERS, ENTER_HOOKS, HANDLERS, PRE_HANDLERS, TRACKERS, Change,  # noqa: F401
+                       check_names, load_rewrites, register_handler, spec_of)
 
 
 class Observed:
@@ -62,6 +62,19 @@ class GpuRewriteMode(TorchFunctionMode):
                 new = rewrite_args(args, kwargs)
                 if new is not None:
                     args, kwargs = new
+        trackers = [(name, t) for name, t in TRACKERS if self._enabled(name)]
+        seen = (args, kwargs)
+        for name, tracker in trackers:
+            new = tracker.before(func, args, kwargs)
+            if new is not None:
+                args, kwargs = new
+                self._record(func, name, None)
+        out = self._dispatch(func, args, kwargs)
+        for _, tracker in trackers:
+            tracker.after(func, *seen, out)
+        return out
+
+    def _dispatch(self, func, args, kwargs):
         for name, pre in PRE_HANDLERS:
             if self._enabled(name):
                 out = pre(func, args, kwargs)

@@ -45,6 +45,9 @@ HANDLERS: dict[Callable, list[tuple[str, Callable]]] = {}
 PRE_HANDLERS: list[tuple[str, Callable]] = []
 # (rewrite name, fn(args, kwargs) -> (args, kwargs) or None) applied to every call's arguments first
 ARG_REWRITERS: list[tuple[str, Callable]] = []
+# (rewrite name, tracker) seen around every call after ARG_REWRITERS: tracker.before(func, args, kwargs) returns
+# new (args, kwargs) or None; tracker.after(func, args, kwargs, out) sees the result (e.g. to tag it)
+TRACKERS: list[tuple[str, object]] = []
 # rewrite name -> hook(model, snapshot) run by GpuRewriteWrapper as its forward starts (with the mode active);
 # snapshot: the model's parameters and buffers by name, as they were outside any trace. Returns an undo callable.
 ENTER_HOOKS: dict[str, Callable] = {}
@@ -106,6 +109,7 @@ def load_rewrites() -> list[str]:
 
 def handler_names() -> list[str]:
     names: list[str] = [n for n, _ in PRE_HANDLERS]
+    names += [n for n, _ in TRACKERS if n not in names]
     for entries in HANDLERS.values():
         names += [n for n, _ in entries if n not in names]
     return names

@@ -11,7 +11,8 @@ in a scaled form (`patch_safe_vector_norm`, exact to fp32 rounding); `reductions
 elements (global pools, squeeze-excite) prescaled by a power of two (`patch_safe_reductions`, bit-identical) or
 as a cascade of small average pools (`patch_pooled_reductions`, opt-in, exact to fp32 rounding); `stream`: a
 residual stream past fp16's range scaled by 2^-k where it is written and read (`patch_rescale_stream`,
-bit-identical).
+bit-identical); `products`: a product past fp16's range whose scale cancels later (linear attention's ratio,
+a gain) scaled by 2^-k until it does (`patch_rescale_products`, bit-identical).
 """
 from __future__ import annotations
 
@@ -35,3 +36,4 @@ from .norms import (
     patch_instance_norm,
     patch_group_norm,
 )
+from .products import patch_rescale_products  # last: its pre-pass sees the other patches' modules
