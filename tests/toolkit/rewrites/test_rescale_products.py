@@ -26,14 +26,18 @@ class LinearAttention(nn.Module):
     """ends: "ratio" (the products' scale cancels in the division), "output" (q @ kv is returned as it is) or
     "softmax" (a nonlinearity reads it)."""
 
-    def __init__(self, ends="ratio", d=16):
+    def __init__(self, ends="ratio", d=16, silent_token=False):
         super().__init__()
         torch.manual_seed(0)
         self.qkv, self.proj, self.ends, self.eps = nn.Linear(d, 3 * d), nn.Linear(d, d), ends, 1e-5
+        keep = torch.ones(256, 1)
+        if silent_token:                      # a token whose ReLU query is all zero: q . sum(k) = 0, torch gives 0
+            keep[7] = 0
+        self.register_buffer("keep", keep)
 
     def forward(self, x):
         q, k, v = self.qkv(x).chunk(3, dim=-1)
-        q, k = F.relu(q), F.relu(k)
+        q, k = F.relu(q) * self.keep, F.relu(k)
         v = F.pad(v, (0, 1), mode="constant", value=1.0)
         out = q @ (k.transpose(-1, -2) @ v)
         if self.ends == "output":
@@ -87,6 +91,22 @@ def test_bit_identical_in_fp32_and_finite_in_fp16(cls, inputs):
     assert torch.isfinite(got).all()
     err = (got - want).abs().max() / want.abs().max()
     assert err < 2e-2, err
+
+
+def test_an_eps_scaled_below_fp16s_range_is_kept_at_its_smallest_subnormal():
+    """eps 1e-5 x 2^-12 would round to 0 in fp16: the silent token's row would be 0 / 0 = NaN; kept at 2^-24 it is
+    0 as in torch (and the fp32 outputs stay within 2^-20 of their scale)."""
+    model, x = LinearAttention(silent_token=True).eval(), _attention_inputs()
+    patch_rescale_products(model, x)
+    wrapped = GpuRewriteWrapper(model, include=[NAME])
+    with torch.no_grad():
+        want = model(*x)
+        got32 = wrapped(*x)
+        assert wrapped.changes
+        assert float((got32 - want).abs().max()) <= 2.0 ** -20 * float(want.abs().max())
+        got = wrapped.half()(*[t.half() for t in x]).float()
+    assert torch.isfinite(got).all()
+    assert torch.allclose(got[..., 7, :], want[..., 7, :], atol=1e-2)
 
 
 @pytest.mark.parametrize("ends", ["output", "softmax"])

@@ -15,14 +15,17 @@ It is undone where it cancels: a division of two values carrying the same scale,
 smaller operand is multiplied by 2^k (a gain: ConvNeXt-V2's weight) -- chosen where the product's own value fits
 fp16 again. A further product still past the limit scales again. With s a power of two every scaled value is
 exactly the unscaled one times s, so the outputs are **bit-identical** in fp32 (checked on the example inputs;
-nothing is changed otherwise). Cost: one MUL per scaled or unscaled operand (on a constant it folds away).
+nothing is changed otherwise) -- with one exception: a nonzero number added to a scaled value that would fall
+below fp16's smallest subnormal 2^-24 once scaled is kept at 2^-24 (trained EfficientViT: eps 1e-5 x 2^-9 would
+round to 0 in fp16, and a token whose q . sum(k) is 0 -- ReLU kernels -- would give 0 / 0 = NaN where torch gives
+0); the outputs are then checked within 2^-20 of their scale. Cost: one MUL per scaled or unscaled operand (on a
+constant it folds away).
 
 Which products: one traced forward on the example inputs (`convert_for_gpu` passes them). A matmul or product of
 two tensors whose peak |value| exceeds `limit` (2^13) starts a scaled chain with k bringing it to about `target`
 (2^10); the chain is taken only when every use of every scaled tensor is one of the ops above and it closes
-before any model output. Otherwise that product is left alone. The eps in a division's denominator is scaled
-with it: an eps that becomes an fp16 subnormal may flush to zero on the GPU, as an eps under 6.1e-5 already does
-in the plain model.
+before any model output. Otherwise that product is left alone. A GPU that flushes fp16 subnormals to zero loses
+the kept 2^-24 too, as it loses an eps under 6.1e-5 in the plain model.
 """
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ from ..functional import ENTER_HOOKS, TRACKERS
 from .rescale import DEFAULT_LIMIT, DEFAULT_TARGET, _homogeneous_call, _peak, _tensors
 
 NAME = "patch_rescale_products"
+FP16_TINY = 2.0 ** -24          # fp16's smallest subnormal
 T = torch.Tensor
 _MATMUL = {torch.matmul, T.matmul, T.__matmul__, T.__rmatmul__, torch.bmm, T.bmm}
 _MUL = {torch.mul, T.mul, T.__mul__, T.__rmul__, torch.multiply}
@@ -63,6 +67,7 @@ class _Run:
         self.seen: dict[tuple, int] = {}
         self.site_keys: dict[int, tuple] = {}           # chain -> the key of the product that started it
         self.failed: set[int] = set()
+        self.floored = False                            # a number was kept at FP16_TINY (module docstring)
         self.pending: list = []                         # per call in flight: (key, operands) of a product
 
     def tag(self, t):
@@ -102,8 +107,13 @@ class _Run:
             return _scaled(args, args[2 if tags[1] else 1], e), kwargs
         if func in _ADD and len(args) == 2 and bool(tags[0]) != bool(tags[1]) and not kwargs.get("alpha"):
             other = args[1 if tags[0] else 0]
+            e = (tags[0] or tags[1])[1]
+            if isinstance(other, (int, float)) and not isinstance(other, bool) and 0 < abs(other) * 2.0 ** -e < \
+                    FP16_TINY:                           # an eps that fp16 would round to 0: 0 / 0 where torch has 0
+                self.floored = True
+                return _scaled(args, other, 0, math.copysign(FP16_TINY, other)), kwargs
             if isinstance(other, (int, float, torch.Tensor)) and not isinstance(other, bool):
-                return _scaled(args, other, -(tags[0] or tags[1])[1]), kwargs
+                return _scaled(args, other, -e), kwargs
         return None
 
     # ------------------------------------------------------------------ after: carry the scale to the result
@@ -192,15 +202,26 @@ def _product(func, args, kwargs, scalar: bool = False) -> bool:
     return len(tensors) == 2 and all(t.is_floating_point() for t in tensors) and tensors[0] is not tensors[1]
 
 
-def _scaled(args: tuple, which, exponent: int) -> tuple:
-    """args with the argument that is `which` multiplied by 2^exponent (a number stays a number)."""
+def _scaled(args: tuple, which, exponent: int, value=None) -> tuple:
+    """args with the argument that is `which` multiplied by 2^exponent (a number stays a number), or replaced by
+    `value`."""
     j = next(n for n, a in enumerate(args) if a is which)
-    return args[:j] + (which * 2.0 ** exponent,) + args[j + 1:]
+    return args[:j] + (which * 2.0 ** exponent if value is None else value,) + args[j + 1:]
 
 
 def _smaller(tensors) -> int:
     """The operand to scale: the one with fewer elements (the second on a tie)."""
     return 0 if tensors[0].numel() < tensors[1].numel() else 1
+
+
+def _same(want: torch.Tensor, got: torch.Tensor, floored: bool) -> bool:
+    """Bit-identical; within 2^-20 of the output's scale where a number was kept at FP16_TINY."""
+    if torch.equal(want, got) or not floored or not want.is_floating_point():
+        return torch.equal(want, got)
+    fin = torch.isfinite(want)
+    if not torch.equal(fin, torch.isfinite(got)) or not fin.any():
+        return False
+    return float((want[fin] - got[fin]).abs().max()) <= 2.0 ** -20 * float(want[fin].abs().max())
 
 
 class _Tracker:
@@ -267,9 +288,9 @@ def patch_rescale_products(model: nn.Module, example_inputs=None, limit: float =
     if not run.site_keys:
         return []
     ref = _forward(model, args, kwargs, None)
-    got = _forward(model, args, kwargs, _Run(False, dict(run.decisions)))
-    same = all(torch.equal(a, b) for a, b in zip(_tensors(ref), _tensors(got)))
-    if same:
+    check = _Run(False, dict(run.decisions))
+    got = _forward(model, args, kwargs, check)
+    if all(_same(a, b, check.floored) for a, b in zip(_tensors(ref), _tensors(got))):
         model.__dict__[_ATTR] = dict(run.decisions)
     return []
 
