@@ -18,7 +18,8 @@ exactly the unscaled one times s, so the outputs are **bit-identical** in fp32 (
 nothing is changed otherwise) -- with one exception: a nonzero number added to a scaled value that would fall
 below fp16's smallest subnormal 2^-24 once scaled is kept at 2^-24 (trained EfficientViT: eps 1e-5 x 2^-9 would
 round to 0 in fp16, and a token whose q . sum(k) is 0 -- ReLU kernels -- would give 0 / 0 = NaN where torch gives
-0); the outputs are then checked within 2^-20 of their scale. Cost: one MUL per scaled or unscaled operand (on a
+0); the outputs are then checked within 2^-16 of their scale (fp16 itself rounds at 2^-11; the isolated LiteMLA
+block moves by 3.7e-6). Cost: one MUL per scaled or unscaled operand (on a
 constant it folds away).
 
 Which products: one traced forward on the example inputs (`convert_for_gpu` passes them). A matmul or product of
@@ -215,13 +216,13 @@ def _smaller(tensors) -> int:
 
 
 def _same(want: torch.Tensor, got: torch.Tensor, floored: bool) -> bool:
-    """Bit-identical; within 2^-20 of the output's scale where a number was kept at FP16_TINY."""
+    """Bit-identical; within 2^-16 of the output's scale where a number was kept at FP16_TINY."""
     if torch.equal(want, got) or not floored or not want.is_floating_point():
         return torch.equal(want, got)
     fin = torch.isfinite(want)
     if not torch.equal(fin, torch.isfinite(got)) or not fin.any():
         return False
-    return float((want[fin] - got[fin]).abs().max()) <= 2.0 ** -20 * float(want[fin].abs().max())
+    return float((want[fin] - got[fin]).abs().max()) <= 2.0 ** -16 * float(want[fin].abs().max())
 
 
 class _Tracker:
