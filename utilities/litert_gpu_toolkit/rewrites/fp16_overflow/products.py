@@ -135,7 +135,9 @@ class _Run:
             e = first[1] - (second[1] if second else 0)
             return self._set(outs, (first[0], e) if e else None)
         if func in _ADD and len(args) == 2 and not kwargs.get("alpha"):
-            if first and second and first != second:
+            other = args[1] if first else args[0]
+            if (first and second and first != second) or \
+                    (isinstance(other, torch.Tensor) and not other.is_floating_point()):
                 return self.fail(*live)
             return self._set(outs, first or second)
         if func in _ADDCMUL and len(args) == 3 and not first and len(live) == 1:
