@@ -48,15 +48,25 @@ class LinearAttention(nn.Module):
 
 
 class GlobalResponseNorm(nn.Module):
-    def __init__(self, c=8):
+    """timm's spelling (addcmul) or Hugging Face's (weight * (x * n) + bias + x)."""
+
+    def __init__(self, c=8, spelling="timm"):
         super().__init__()
         self.weight = nn.Parameter(torch.linspace(0.02, 0.08, c))
         self.bias = nn.Parameter(torch.linspace(-0.1, 0.1, c))
+        self.spelling = spelling
 
     def forward(self, x):                    # channels last, as ConvNeXt-V2 calls it
         g = x.norm(p=2, dim=(1, 2), keepdim=True)
         n = g / (g.mean(dim=-1, keepdim=True) + 1e-6)
+        if self.spelling == "hf":
+            return self.weight * (x * n) + self.bias + x
         return x + torch.addcmul(self.bias.view(1, 1, 1, -1), self.weight.view(1, 1, 1, -1), x * n)
+
+
+class HfGlobalResponseNorm(GlobalResponseNorm):
+    def __init__(self):
+        super().__init__(spelling="hf")
 
 
 def _attention_inputs():
@@ -69,7 +79,7 @@ def _grn_inputs():
     return (x,)
 
 
-CASES = [(LinearAttention, _attention_inputs), (GlobalResponseNorm, _grn_inputs)]
+CASES = [(LinearAttention, _attention_inputs), (GlobalResponseNorm, _grn_inputs), (HfGlobalResponseNorm, _grn_inputs)]
 
 
 def _planned(cls, inputs):
