@@ -141,3 +141,22 @@ def test_trained_rows_pass_through_the_zoo_command(gpu, tmp_path):
     readme = (tmp_path / "README.md").read_text()
     assert "with trained ranges planted" in readme and "--activations trained" in readme
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_compare_ranges_sets_both_modes_beside_real_weights():
+    """zoo/compare_ranges.py: real ImageNet MobileNetV2 on a photo next to the zoo row in both modes, per block;
+    the trained mode's loudest channel stands out further than the O(1) mode's in every block (what it plants)."""
+    import re
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([zoo_python(), str(root / "zoo" / "compare_ranges.py"), "--photos", "chelsea"], cwd=root,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| features.")]
+    assert len(rows) == 19, out.stdout
+    for line in rows:
+        real_peak, real_ratio, o1_peak, o1_ratio, tr_peak, tr_ratio = map(float, re.findall(r"\| ([\d.]+)", line))
+        assert real_peak > 0 and real_ratio >= 1 and tr_ratio > o1_ratio, line
