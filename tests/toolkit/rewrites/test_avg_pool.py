@@ -40,6 +40,28 @@ class Pools(nn.Module):
         return self.a(x), self.b(x), self.c(x)
 
 
+def test_a_window_longer_than_the_map_builds_no_kernel_of_its_length():
+    """Hugging Face EfficientNet pools its 7x7 map with AvgPool2d(1280, ceil_mode=True): one window. Written as a
+    1280x1280 ones kernel per channel that constant was 8.4 GB (a full-size EfficientNet-B0 ran out of memory);
+    the window is cut to the padded map, the same sum."""
+    from torch.overrides import TorchFunctionMode
+
+    class Largest(TorchFunctionMode):
+        numel = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if isinstance(out, torch.Tensor):
+                Largest.numel = max(Largest.numel, out.numel())
+            return out
+
+    x = torch.randn(1, 1280, 7, 7)
+    with Largest():
+        got = avg_pool2d_as_conv(x, 1280, ceil_mode=True)
+    assert torch.allclose(got, F.avg_pool2d(x, 1280, ceil_mode=True), atol=1e-6)
+    assert Largest.numel <= 2 * x.numel(), Largest.numel
+
+
 @pytest.mark.gpu
 def test_gpu(gpu, tmp_path):
     x = torch.randn(1, 8, 9, 9, generator=torch.Generator().manual_seed(1))

@@ -43,6 +43,11 @@ def avg_pool2d_as_conv(x: torch.Tensor, kernel_size, stride=None, padding=0, cei
     p = _pair(padding, 2)
     n, c, h, w = (int(d) for d in x.shape)
     ho, wo = _out_size(h, k[0], s[0], p[0], ceil_mode), _out_size(w, k[1], s[1], p[1], ceil_mode)
+    # one window longer than the padded input (Hugging Face EfficientNet's AvgPool2d(1280, ceil_mode=True) on a
+    # 7x7 map): past the input it sums zeros, so it is the padded input's length -- the same sum, and no
+    # 1280x1280 ones kernel per channel (8.4 GB)
+    torch_k = k
+    k = tuple(min(kk, size + 2 * pp) if n_out == 1 else kk for kk, size, pp, n_out in zip(k, (h, w), p, (ho, wo)))
     # zeros on the far side so the convolution produces torch's (ceil-mode) output size
     extra_h = max(0, (ho - 1) * s[0] + k[0] - (h + 2 * p[0]))
     extra_w = max(0, (wo - 1) * s[1] + k[1] - (w + 2 * p[1]))
@@ -53,7 +58,7 @@ def avg_pool2d_as_conv(x: torch.Tensor, kernel_size, stride=None, padding=0, cei
         plane = torch.ones(1, 1, h, w, dtype=torch.float64)
         real = F.conv2d(F.pad(plane, (0, extra_w, 0, extra_h)), torch.ones(1, 1, *k, dtype=torch.float64),
                         stride=s, padding=p)[..., :ho, :wo]
-        mean_of_ones = F.avg_pool2d(plane, k, s, p, ceil_mode, count_include_pad, divisor_override)
+        mean_of_ones = F.avg_pool2d(plane, torch_k, s, p, ceil_mode, count_include_pad, divisor_override)
         divisor = (real / mean_of_ones).round().to(x.dtype)  # what torch divides each window sum by
     total = F.conv2d(x, constant(ones), stride=s, padding=p, groups=c)[..., :ho, :wo]
     return total / constant(divisor)
