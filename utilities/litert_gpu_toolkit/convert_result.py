@@ -145,18 +145,11 @@ def signature_arrays(args: tuple, kwargs: dict) -> dict:
 def _corrs(report) -> list[float]:
     """Every GPU output's corr vs torch; a non-finite or all-zero one counts as -1 (its corr, taken over the
     finite values or left out, would rank an inf-producing file above a finite, slightly degraded one)."""
-    out = []
-    for outs in (getattr(report, "signatures", None) or {}).values():
-        for e in outs.values():
-            for lbl, c in e.get("vs_reference", {}).items():
-                if lbl == "cpu":
-                    continue
-                if c.get("symptom") in ("nonfinite", "all_zero"):
-                    out.append(-1.0)
-                elif c.get("corr") is not None:
-                    out.append(c["corr"])
-    return out
-
+    gpu = [c for outs in (getattr(report, "signatures", None) or {}).values() for e in outs.values()
+           for lbl, c in e.get("vs_reference", {}).items() if lbl != "cpu"]
+    wrong = ("nonfinite", "all_zero")
+    return [-1.0 if c.get("symptom") in wrong else c["corr"] for c in gpu
+            if c.get("symptom") in wrong or c.get("corr") is not None]
 
 def _min_corr(report) -> float:
     corrs = _corrs(report)

@@ -43,6 +43,7 @@ class GpuRewriteMode(TorchFunctionMode):
         self.include = set(include) if include else None
         self.exclude = set(exclude or ())
         self.changes: list[Change] = []
+        self._trackers = [(name, t) for name, t in TRACKERS if self._enabled(name)]
 
     def __enter__(self):
         _ACTIVE.append(self)
@@ -62,15 +63,14 @@ class GpuRewriteMode(TorchFunctionMode):
                 new = rewrite_args(args, kwargs)
                 if new is not None:
                     args, kwargs = new
-        trackers = [(name, t) for name, t in TRACKERS if self._enabled(name)]
         seen = (args, kwargs)
-        for name, tracker in trackers:
+        for name, tracker in self._trackers:
             new = tracker.before(func, args, kwargs)
             if new is not None:
                 args, kwargs = new
                 self._record(func, name, None)
         out = self._dispatch(func, args, kwargs)
-        for _, tracker in trackers:
+        for _, tracker in self._trackers:
             tracker.after(func, *seen, out)
         return out
 
@@ -103,15 +103,18 @@ class PrepassSites:
 
     `store(model, sites)` keeps it as a plain attribute of the model (so copies carry it); `current()` is what the
     innermost running wrapper's model holds -- None when no pre-pass ran -- or what `active(value)` set, for the
-    pre-pass itself. Registered as the rewrite's enter hook."""
+    pre-pass itself. Registered as the rewrite's enter hook. make(sites): what one forward sees instead of the
+    stored sites themselves (e.g. fresh per-forward state built from them); not called when none are stored."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, make=None):
         self.attr = f"_litert_sites_{name}"
         self._stack: list = []
+        self._make = make
         ENTER_HOOKS[name] = self._enter
 
     def _enter(self, model, snapshot):
-        self._stack.append(model.__dict__.get(self.attr))
+        sites = model.__dict__.get(self.attr)
+        self._stack.append(self._make(sites) if self._make is not None and sites else sites)
         return self._stack.pop
 
     def store(self, model, sites) -> None:

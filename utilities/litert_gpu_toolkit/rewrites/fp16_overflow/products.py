@@ -36,22 +36,22 @@ import torch
 from torch import nn
 
 from .. import Change, register
-from ..functional import ENTER_HOOKS, TRACKERS
-from .rescale import DEFAULT_LIMIT, DEFAULT_TARGET, _homogeneous_call, _peak, _tensors
+from ..functional import TRACKERS, PrepassSites
+from .rescale import _PRODUCT, DEFAULT_LIMIT, DEFAULT_TARGET, _homogeneous_call, _peak, _tensors
+from .stream import _ADD as _STREAM_ADD, _CAT, _DIV as _STREAM_DIV, _PASS as _STREAM_PASS
 
 NAME = "patch_rescale_products"
 FP16_TINY = 2.0 ** -24          # fp16's smallest subnormal
 T = torch.Tensor
 _MATMUL = {torch.matmul, T.matmul, T.__matmul__, T.__rmatmul__, torch.bmm, T.bmm}
-_MUL = {torch.mul, T.mul, T.__mul__, T.__rmul__, torch.multiply}
-_ADD = {torch.add, T.add, T.__add__, T.__radd__, torch.sub, T.sub, T.__sub__}
-_DIV = {torch.div, T.div, T.__truediv__, torch.true_divide}
+_MUL = _PRODUCT | {torch.multiply}
+_ADD = _STREAM_ADD - {T.__rsub__}                 # a number minus a scaled value is not planned
+_DIV = _STREAM_DIV | {torch.true_divide}
 _ADDCMUL = {torch.addcmul, T.addcmul}
-_CAT = {torch.cat, torch.concat, torch.stack}
-# linear in their one tensor argument: the scale passes through unchanged
-_PASS = {T.float, T.to, T.type_as, T.clone, T.expand, T.narrow, T.split, T.chunk, T.unbind, torch.split,
-         torch.chunk, torch.unbind, torch.sum, T.sum, torch.mean, T.mean, torch.neg, T.neg, T.__neg__}
-
+# linear in their one tensor argument: the scale passes through unchanged (what passes a stream's scale, casts,
+# sums and means, negation)
+_PASS = _STREAM_PASS | {T.float, T.to, T.type_as, torch.sum, T.sum, torch.mean, T.mean, torch.neg, T.neg,
+                        T.__neg__}
 
 class _Run:
     """One forward's scaled tensors. plan=True: measure and decide (nothing is scaled); plan=False: scale as
@@ -123,7 +123,7 @@ class _Run:
         outs = list(_tensors(out))
         live = [t for t in (self.tag(a) for a in list(_tensors(args)) + list(_tensors(kwargs))) if t is not None]
         if pending is not None:
-            return self._product(*pending, live, outs)
+            return self._carry(*pending, live, outs)
         if not live or not outs:
             return                                       # sizes, dtypes, shapes: not a use
         if any(t[0] != live[0][0] for t in live):
@@ -158,7 +158,7 @@ class _Run:
             return self._set(outs, first)
         self.fail(*live)
 
-    def _product(self, key, tensors, live, outs):
+    def _carry(self, key, tensors, live, outs):
         if len(live) > 1:
             return self.fail(*live)
         e = live[0][1] if live else 0
@@ -228,41 +228,29 @@ def _same(want: torch.Tensor, got: torch.Tensor, floored: bool) -> bool:
 
 
 class _Tracker:
-    """Registered in TRACKERS: forwards to the _Run of the innermost wrapper whose model was planned."""
+    """Registered in TRACKERS: forwards to the _Run of the innermost wrapper whose model was planned (SITES)."""
 
-    def __init__(self):
-        self.stack: list[_Run | None] = []
-
-    def before(self, func, args, kwargs):
-        run = self.stack[-1] if self.stack else None
+    @staticmethod
+    def before(func, args, kwargs):
+        run = SITES.current()
         return run.before(func, args, kwargs) if run is not None else None
 
-    def after(self, func, args, kwargs, out):
-        run = self.stack[-1] if self.stack else None
+    @staticmethod
+    def after(func, args, kwargs, out):
+        run = SITES.current()
         if run is not None:
             run.after(func, args, kwargs, out)
 
-    def enter(self, model, snapshot):
-        decisions = model.__dict__.get(_ATTR)
-        self.stack.append(_Run(False, dict(decisions)) if decisions else None)
-        return self.stack.pop
 
-
-_ATTR = f"_litert_sites_{NAME}"
-TRACKER = _Tracker()
-TRACKERS.append((NAME, TRACKER))
-ENTER_HOOKS[NAME] = TRACKER.enter
+SITES = PrepassSites(NAME, make=lambda decisions: _Run(False, dict(decisions)))   # {key: d}: each forward, a _Run
+TRACKERS.append((NAME, _Tracker()))
 
 
 def _forward(model, args, kwargs, run: _Run | None):
     from ..functional import GpuRewriteMode
 
-    TRACKER.stack.append(run)
-    try:
-        with torch.no_grad(), GpuRewriteMode(include=[NAME]):
-            out = model(*args, **kwargs)
-    finally:
-        TRACKER.stack.pop()
+    with SITES.active(run), torch.no_grad(), GpuRewriteMode(include=[NAME]):
+        out = model(*args, **kwargs)
     if run is not None:
         run.fail(*(run.tag(t) for t in _tensors(out)))
     return out
@@ -282,7 +270,7 @@ def patch_rescale_products(model: nn.Module, example_inputs=None, limit: float =
     banned: set = set()
     for _ in range(4):                       # a chain that cannot close frees its products to start their own
         run = _Run(True, banned=banned, limit=limit, target=target)
-        _forward(model, args, kwargs, run)
+        ref = _forward(model, args, kwargs, run)          # a plan scales nothing: these are the plain outputs
         if not run.failed:
             break
         banned |= {run.site_keys[c] for c in run.failed}
@@ -290,10 +278,9 @@ def patch_rescale_products(model: nn.Module, example_inputs=None, limit: float =
         return []
     if not run.site_keys:
         return []
-    ref = _forward(model, args, kwargs, None)
     check = _Run(False, dict(run.decisions))
     got = _forward(model, args, kwargs, check)
     if all(_same(a, b, check.floored) for a, b in zip(_tensors(ref), _tensors(got))):
-        model.__dict__[_ATTR] = dict(run.decisions)
+        SITES.store(model, dict(run.decisions))
     return []
 
