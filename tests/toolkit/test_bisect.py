@@ -163,6 +163,9 @@ def test_deep_chaotic_stack_is_diagnosed_as_compounding(gpu):
     assert report.diagnosis == "compounding", report.summary()
     corrs = [b.fp16.corr for b in report.boundaries]
     assert corrs[0] > 0.9999 and corrs[-1] < corrs[0]
+    # a chaotic map amplifies any rounding: torch with fp16 tensors is as wrong, so no fp16 rewrite can help
+    assert report.storage_bound is True and "patch_split_k" not in report.rewrites, report.summary()
+    assert report.boundaries[-1].torch16.corr < 0.999 and "torch16" in report.summary()
 
 
 def _row(name, corr, nonfinite=0):
@@ -224,3 +227,46 @@ def test_the_miscompute_detector_flags_only_the_measured_forms(tmp_path):
     for (x_shape, c_shape), flagged in cases.items():
         path = export_tflite(Add(c_shape).eval(), (torch.rand(*x_shape),), tmp_path / "m.tflite")
         assert bool(constant_operand_nodes(path)) == flagged, (x_shape, c_shape, constant_operand_nodes(path))
+
+
+def _with_storage(row, corr):
+    row.torch16 = _row(row.name, corr).fp16
+    return row
+
+
+def test_storage_note_tells_gpu_arithmetic_from_fp16_itself():
+    from litert_gpu_toolkit.bisect import storage_note
+
+    # the GPU loses at b, torch with fp16 tensors does not: the GPU's own arithmetic
+    rows = [_with_storage(_row("a", 1.0), 1.0), _with_storage(_row("b", 0.99), 1.0), _with_storage(_row("", 0.98), 1.0)]
+    bound, note = storage_note(rows, "b", "degraded", 0.999)
+    assert bound is False and "split-K" in note
+    # fp16 itself loses at c: a plan cut at the latest boundary whose fp16 prefix the output survives
+    rows = [_with_storage(_row(n, 1.0 if n < "c" else 0.99), 1.0 if n < "c" else 0.98) for n in "abcd"]
+    rows.append(_with_storage(_row("", 0.97), 0.96))
+    asked = []
+
+    def until(name):
+        asked.append(name)
+        return _row(name, 1.0 if name in "ab" else 0.98).fp16
+
+    bound, note = storage_note(rows, "c", "compounding", 0.999, until)
+    assert bound is True and "cuts=['b']" in note and "no exact fp16 rewrite" in note, note
+    assert set(asked) <= {"a", "b"}          # only cuts before the first loss are worth measuring
+    bound, note = storage_note(rows, "c", "compounding", 0.999, lambda name: _row(name, 0.9).fp16)
+    assert bound is True and "Not even a precision plan" in note and "enforce_f32" in note
+    # a range fault is a rewrite's job: no storage verdict
+    assert storage_note(rows, "c", "overflow", 0.999, until) == (None, "")
+
+
+def test_a_value_that_fp16_cannot_store_gets_a_precision_plan_not_a_rewrite(gpu):
+    from test_fp16_emulation import Buried
+
+    torch.manual_seed(0)
+    report = bisect(Buried().eval(), (torch.randn(32, 16) * 2,), boundaries=["blocks.0", "blocks.1", "blocks.2", ""],
+                    progress=False)
+    assert report.first_divergent == "blocks.1" and report.diagnosis == "degraded", report.summary()
+    row = report.boundaries[1]
+    assert row.fp32.corr > 0.9999 and row.torch16.corr < 0.99      # fp16 itself, measured in torch
+    assert report.storage_bound is True and "patch_split_k" not in report.rewrites
+    assert "cuts=['blocks.0']" in report.explanation, report.explanation

@@ -85,3 +85,53 @@ def test_the_models_own_fp32_casts_are_ignored_as_the_gpu_ignores_them():
     assert fault.upcast_in == ["attn"] and "casts to fp32 in attn" in fault.describe()
     with torch.no_grad():                              # the model itself, in fp32, is finite
         assert bool(torch.isfinite(Outer()(q, k, v)).all())
+
+
+class Offset(nn.Module):
+    """Adds (or removes) a large constant: what rides on top of it keeps only fp16's 11 bits of the sum."""
+
+    def __init__(self, c, upcast=False):
+        super().__init__()
+        self.c, self.upcast = c, upcast
+
+    def forward(self, x):
+        return (x.float() if self.upcast else x) + self.c
+
+
+class Buried(nn.Module):
+    """A signal of about 1 carried for one block on top of 1024 (fp16's spacing there is 1): storage keeps it to
+    +-0.5, and nothing a GPU could do in its arithmetic would bring it back."""
+
+    def __init__(self, upcast=False):
+        super().__init__()
+        self.blocks = nn.Sequential(nn.Linear(16, 16), Offset(1024.0, upcast), Offset(-1024.0), nn.Linear(16, 16))
+
+    def forward(self, x):
+        return self.blocks(x)
+
+
+def test_fp16_storage_says_where_the_values_stop_fitting_fp16():
+    from litert_gpu_toolkit.fp16_emulation import fp16_storage
+
+    torch.manual_seed(0)
+    model, x = Buried().eval(), (torch.randn(32, 16) * 2,)
+    storage = fp16_storage(model, x, ["blocks.0", "blocks.1", "blocks.2", ""])
+    kept = storage.kept()
+    assert kept["blocks.0"].corr > 0.9999
+    # 1024 + x: stored within 2^-11 of itself (SNR > 60 dB), but its variation x only to +-0.5 (corr is centred)
+    assert kept["blocks.1"].corr < 0.99 and kept["blocks.1"].snr_db > 60
+    assert kept["blocks.2"].corr < 0.99 and kept[""].corr < 0.99
+    # a precision plan cut after blocks.0 keeps the output; one cut after the offset cannot
+    assert storage.fp16_until("blocks.0").corr > 0.9999
+    assert storage.fp16_until("blocks.1").corr < 0.99
+    assert storage.fp16_until("").corr == kept[""].corr                          # all fp16: the plain fp16 run
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+
+
+def test_fp16_storage_ignores_the_models_own_upcast_as_the_gpu_does():
+    from litert_gpu_toolkit.fp16_emulation import fp16_storage
+
+    torch.manual_seed(0)
+    x = (torch.randn(32, 16) * 2,)
+    kept = fp16_storage(Buried(upcast=True).eval(), x, ["blocks.2"]).kept()
+    assert kept["blocks.2"].corr < 0.99         # .float() in the model would have saved it in torch, not on a GPU

@@ -109,6 +109,8 @@ def test_convert_for_gpu_bisects_and_repairs_fp16_loss(gpu, tmp_path, measured):
     out = report.boundaries[-1]
     assert out.fp32.corr > 0.9999 and out.cpu.corr > 0.9999 and out.fp16.corr < 0.999
     assert "patch_split_k" in report.rewrites and result.repaired == ["patch_split_k"]
+    # fp16 storage keeps it (torch with fp16 tensors): the loss is the GPU's accumulation, which split-K answers
+    assert report.storage_bound is False and out.torch16.corr > 0.9999, report.summary()
     assert result.ok and "patch_split_k" in result.kept, result.summary()
     measured("split_k", "repair", text=f"{off.verdict} (fp16 corr {out.fp16.corr:.6f}, SNR {out.fp16.snr_db:.1f} dB; "
              f"fp32 corr {out.fp32.corr:.6f}, CPU corr {out.cpu.corr:.6f}) -> bisect: {report.diagnosis} -> "

@@ -28,6 +28,9 @@ For any fp16-only divergence the model also runs in torch with fp16 tensors: whe
 non-finite there lies in the diverging block, the class follows its fp32 result (overflow or underflow), the
 report names that op and module (`report.fp16_fault`) and its fp16-safe rewrite comes first in `report.rewrites`.
 `report.rewrites` lists the toolkit rewrites that match the class and what the block contains.
+Every row also has `torch16`, what fp16 *storage* alone keeps there (torch with fp16 tensors vs fp32); for a
+precision class it tells the GPU's own arithmetic (an exact rewrite's job) from fp16 itself (a precision plan's):
+`bisect_diagnosis.storage_note`, `report.storage_bound`.
 
     report = bisect(model, (x,)); print(report.summary())
     python -m litert_gpu_toolkit bisect my_script.py:build    # build() -> (model, example_inputs)
@@ -45,8 +48,8 @@ from typing import Sequence
 import numpy as np
 
 from .bisect_boundaries import _children_in_order, _Tap, auto_boundaries, execution_order  # noqa: F401 - public
-from .bisect_diagnosis import (_block_facts, _block_reductions, _diagnose, fault_in_block,  # noqa: F401 - public
-                               matching_rewrites)
+from .bisect_diagnosis import (_block_facts, _block_reductions, _diagnose, _new_miscompute_nodes,  # noqa: F401
+                               add_storage, fault_in_block, matching_rewrites, storage_note)
 from .bisect_report import (DEFAULT_MAX_BOUNDARIES, BisectReport, BoundaryResult, diverges)  # noqa: F401 - public
 from .files import special_file_problem
 from .fp16_emulation import first_fp16_fault
@@ -145,6 +148,7 @@ def _bisect(model, example_inputs, boundaries, min_corr, workdir, fp32, cpu, pro
         _mark_new_ops(rows)
         for r in rows:
             r.reductions = _block_reductions(model, r.name, set(r.ops))
+        until = add_storage(model, example_inputs, forward, rows)
         cache: dict[str, dict] = {}
 
         def facts(block: str) -> dict:
@@ -176,11 +180,16 @@ def _bisect(model, example_inputs, boundaries, min_corr, workdir, fp32, cpu, pro
                     if r.status.startswith("export_failed") or diverges(r.fp16, min_corr):
                         break
                 _mark_new_ops(([rows[k - 1]] if k > 0 else []) + inside)
+                add_storage(model, example_inputs, forward, inside)
                 culprit = next((r for r in inside if r.status != "ok" or diverges(r.fp16, min_corr)), None)
                 if culprit is not None:
                     module, ops = culprit.name, culprit.ops
             why += f". First diverging module: {module}" + (f" (ops it adds: {', '.join(ops)})" if ops else "")
         rewrites = matching_rewrites(kind, facts(model_path_of(first, rows)), ops) if first is not None else []
+        bound, note = storage_note(rows, first, kind, min_corr, until)
+        why += note
+        if bound:           # split-K only improves accumulation, which the fp16 run in torch does in fp32 already
+            rewrites = [r for r in rewrites if r != "patch_split_k"]
         if kind == "miscompute":                      # (k: the first diverging row, from above)
             # the culprit's tap and the tap right before it (which measured right): only nodes new in between
             taps = [r.name for r in rows[:k]] + ([r.name for r in inside] if module != first else [rows[k].name])
@@ -203,22 +212,7 @@ def _bisect(model, example_inputs, boundaries, min_corr, workdir, fp32, cpu, pro
     corrs = [r.fp16.corr for r in rows if r.fp16 is not None and not math.isnan(r.fp16.corr)]
     return BisectReport(rows, first, kind, why, min(corrs) if corrs else float("nan"), module=module, ops=ops,
                         rewrites=rewrites, not_run=[n or "<output>" for n in names if n not in done], inside=inside,
-                        fp16_fault=used)
-
-
-def _new_miscompute_nodes(out_dir: Path, tap: str, before: str | None) -> list[str]:
-    """`constant_operand_nodes` of the tap at `tap` less those already in the (right) tap at `before`."""
-    from collections import Counter
-
-    from .bisect_diagnosis import constant_operand_nodes
-
-    def nodes(name):
-        path = out_dir / f"{(name or 'output').replace('.', '_')}.tflite"
-        try:
-            return Counter(constant_operand_nodes(path)) if path.is_file() else Counter()
-        except Exception:                             # noqa: BLE001 - an unreadable tap: nothing to add
-            return Counter()
-    return list((nodes(tap) - (nodes(before) if before is not None else Counter())).elements())
+                        fp16_fault=used, storage_bound=bound)
 
 
 def model_path_of(label: str | None, rows: list[BoundaryResult]) -> str:

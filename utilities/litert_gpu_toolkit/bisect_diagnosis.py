@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from .bisect_report import FP16_MAX, BoundaryResult, _db, _f, diverges
+from .fp16_emulation import fp16_storage
 from .ops import REDUCTION_OPS
 
 
@@ -100,6 +102,66 @@ def _diagnose(rows: list[BoundaryResult], min_corr: float,
     return (name, "degraded",
             f"first boundary below corr {min_corr}: {name} (corr {_f(f16.corr)}, SNR {_db(f16)} dB) in fp16 only; "
             "precision is lost inside this block")
+
+
+def add_storage(model, example_inputs, forward, rows: list[BoundaryResult]):
+    """Fill each row's `torch16` (`fp16_emulation.fp16_storage`: two torch runs, no conversion); returns the
+    measurement's `fp16_until` (None when it could not run)."""
+    if not rows:
+        return None
+    try:
+        storage = fp16_storage(model, example_inputs, [r.name for r in rows], forward)
+        kept = storage.kept()
+    except Exception:                         # noqa: BLE001 - a measurement that cannot run leaves the column empty
+        return None
+    for r in rows:
+        r.torch16 = kept.get(r.name)
+    return storage.fp16_until
+
+
+def storage_note(rows: list[BoundaryResult], first: str | None, kind: str, min_corr: float,
+                 until=None) -> tuple[bool | None, str]:
+    """(does the output need more than fp16 storage?, a sentence for the explanation) from the rows' `torch16`
+    (torch with fp16 tensors vs fp32). Only for a precision class (compounding, degraded): a range fault is a
+    rewrite's job whatever storage keeps. until(boundary) -> the output's Comparison when torch runs fp16 up to that
+    boundary and fp32 after it (`Fp16Storage.fp16_until`): it picks the latest cut for a precision plan, searching
+    the boundaries before the first loss (a later cut keeps more fp16, so loses more). (None, "") when not measured."""
+    if first is None or kind not in ("compounding", "degraded"):
+        return None, ""
+    by_label = {r.label: r for r in rows}
+    out = by_label.get("<output>") or rows[-1]
+    head = by_label.get(first)
+    if out.torch16 is None or head is None or head.torch16 is None:
+        return None, ""
+    here = f"torch with fp16 tensors (every result stored in fp16, fp32 accumulation) keeps corr " \
+           f"{_f(head.torch16.corr)} at {first} and {_f(out.torch16.corr)} at {out.label}"
+    if not diverges(out.torch16, min_corr):
+        return False, (f". {here}: the GPU loses more than fp16 storage does, in its own arithmetic (accumulation "
+                       "order inside its kernels) -- an exact rewrite can win that back (split-K for a long dot "
+                       "product)")
+    lost = next(i for i, r in enumerate(rows) if r.torch16 is not None and diverges(r.torch16, min_corr))
+    why = (f". {here}: the values this model needs do not survive fp16 storage (torch16 first below {min_corr} at "
+           f"{rows[lost].label}) -- the loss is in fp16 itself, not in how the GPU computes, so no exact fp16 rewrite "
+           "removes it")
+    k = min(lost, rows.index(head))                  # fp16 only where both the GPU and storage still hold
+    if until is None or k == 0:
+        return True, why + ". Keep the model in fp32 from its start (enforce_f32), or measure a precision plan"
+    lo, hi, best = 0, k - 1, None                    # the latest cut whose fp16 prefix the output survives
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        got = until(rows[mid].name)
+        if got is not None and not diverges(got, min_corr):
+            best, lo = (rows[mid].name, got), mid + 1
+        else:
+            hi = mid - 1
+    if best is not None:
+        return True, (why + f". A precision plan can: in torch, fp16 up to {best[0]} and fp32 after it gives corr "
+                      f"{_f(best[1].corr)} at the output -- plan_precision(model, inputs, cuts=[{best[0]!r}], "
+                      "fp32=[1]) (measure it on the GPU)")
+    early = until(rows[0].name)
+    return True, (why + f". Not even a precision plan helps: in torch, fp16 up to only {rows[0].label} and fp32 "
+                  f"after it gives corr {_f(early.corr) if early is not None else '-'} at the output -- the output is "
+                  "that sensitive to rounding anywhere; compile the model fp32 (enforce_f32)")
 
 
 def _block_facts(model, block: str, example_inputs: Sequence | None = None, forward=None) -> dict:
@@ -198,3 +260,16 @@ def matching_rewrites(kind: str, facts: dict, ops: Sequence[str] = ()) -> list[s
     if kind == "miscompute" and facts["grouped_conv"]:
         out.append("patch_grouped_conv")
     return list(dict.fromkeys(out))
+
+
+def _new_miscompute_nodes(out_dir: Path, tap: str, before: str | None) -> list[str]:
+    """`constant_operand_nodes` of the tap at `tap` less those already in the (right) tap at `before`."""
+    from collections import Counter
+
+    def nodes(name):
+        path = out_dir / f"{(name or 'output').replace('.', '_')}.tflite"
+        try:
+            return Counter(constant_operand_nodes(path)) if path.is_file() else Counter()
+        except Exception:                             # noqa: BLE001 - an unreadable tap: nothing to add
+            return Counter()
+    return list((nodes(tap) - (nodes(before) if before is not None else Counter())).elements())

@@ -24,6 +24,7 @@ class BoundaryResult:
     ops: list[str] = field(default_factory=list)   # op types this graph has more of than the previous boundary's
     seconds: float = 0.0
     histogram: dict = field(default_factory=dict, repr=False)
+    torch16: Comparison | None = None  # torch with fp16 tensors vs torch fp32: what fp16 storage keeps
 
     @property
     def label(self) -> str:
@@ -33,7 +34,7 @@ class BoundaryResult:
         return {"name": self.label, "status": self.status, "reductions": self.reductions, "ops": self.ops,
                 "seconds": round(self.seconds, 2),
                 **{k: (c.to_dict() if c else None) for k, c in (("fp16", self.fp16), ("fp32", self.fp32),
-                                                                ("cpu", self.cpu))}}
+                                                                ("cpu", self.cpu), ("torch16", self.torch16))}}
 
 
 def diverges(cmp: Comparison | None, min_corr: float) -> bool:
@@ -62,19 +63,24 @@ class BisectReport:
     not_run: list[str] = field(default_factory=list)     # boundaries the time budget left out
     inside: list[BoundaryResult] = field(default_factory=list)   # the first diverging block's children
     fp16_fault: Any = None            # fp16_emulation.Fp16Fault behind an overflow / underflow class, if reproduced
+    # the model's output needs more than fp16 storage (torch with fp16 tensors is wrong too); None: not measured
+    storage_bound: bool | None = None
 
     def to_dict(self) -> dict:
         return {"boundaries": [b.to_dict() for b in self.boundaries], "first_divergent": self.first_divergent,
                 "diagnosis": self.diagnosis, "explanation": self.explanation, "min_corr": self.min_corr,
                 "module": self.module, "ops": self.ops, "rewrites": self.rewrites, "not_run": self.not_run,
                 "inside": [b.to_dict() for b in self.inside],
-                "fp16_fault": None if self.fp16_fault is None else dataclasses.asdict(self.fp16_fault)}
+                "fp16_fault": None if self.fp16_fault is None else dataclasses.asdict(self.fp16_fault),
+                "storage_bound": self.storage_bound}
 
     def summary(self) -> str:
         rows = [f"{'boundary':38s} {'corr fp16':>10s} {'SNR fp16':>9s} {'SNR fp32':>9s} {'corr CPU':>9s} "
-                f"{'nonfin':>6s}  new ops"]
+                f"{'torch16':>9s} {'nonfin':>6s}  new ops"]
         for b in self.boundaries:
             rows.append(_table_row(b))
+        if any(b.torch16 is not None for b in self.boundaries):
+            rows.append("(torch16: torch with fp16 tensors vs torch fp32 -- what storing every value in fp16 keeps)")
         if self.not_run:
             rows.append(f"(not run within the time budget: {', '.join(self.not_run[:8])}"
                         f"{' ...' if len(self.not_run) > 8 else ''})")
@@ -90,7 +96,8 @@ class BisectReport:
 def _table_row(b: BoundaryResult) -> str:
     f16, f32, cpu = b.fp16, b.fp32, b.cpu
     return (f"{b.label[:38]:38s} {_f(f16.corr if f16 else None):>10s} {_db(f16):>9s} {_db(f32):>9s} "
-            f"{_f(cpu.corr if cpu else None):>9s} {(f16.nonfinite if f16 else '-')!s:>6s}  "
+            f"{_f(cpu.corr if cpu else None):>9s} {_f(b.torch16.corr if b.torch16 else None):>9s} "
+            f"{(f16.nonfinite if f16 else '-')!s:>6s}  "
             f"{' '.join(b.ops[:6])}" + ("" if b.status == "ok" else f"  [{b.status[:80]}]"))
 
 

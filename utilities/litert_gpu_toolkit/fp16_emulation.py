@@ -59,18 +59,49 @@ class Fp16Fault:
                 f"an eps below 6e-8, or a value that loses its magnitude){note}")
 
 
+def _half_twin(model, forward=None):
+    """A half-precision deep copy of `forward` (default `model`) and {id(module in the copy): its path in `model`}."""
+    root = forward if forward is not None else model
+    prefix = next((f"{n}." for n, m in root.named_modules() if m is model and n), "")
+    twin = copy.deepcopy(root).half().eval()
+    names = {id(m): n[len(prefix):] if n.startswith(prefix) else n for n, m in twin.named_modules()}
+    return twin, names
+
+
+def _half_mode(on_call=None, on_upcast=None):
+    """A TorchFunctionMode that ignores the model's own upcasts to fp32 -- the GPU runs the whole graph in fp16,
+    whatever the model's code asks for -- and passes every other call's (func, args, kwargs, out) to `on_call`."""
+    from torch.overrides import TorchFunctionMode
+
+    class Half(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if _upcast(func, args, kwargs):
+                if on_upcast is not None:
+                    on_upcast()
+                return args[0]
+            out = func(*args, **kwargs)
+            if on_call is not None:
+                on_call(func, args, kwargs, out)
+            return out
+
+    return Half()
+
+
+def _half(example_inputs: Sequence) -> tuple:
+    import torch
+
+    return tuple(t.half() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in example_inputs)
+
+
 def first_fp16_fault(model, example_inputs: Sequence, forward=None) -> Fp16Fault | None:
     """The first fp16 range fault of `model` on `example_inputs` (module docstring), or None when the fp16 run in
     torch stays finite or cannot run (an op without a CPU fp16 kernel). `forward`: the module to call instead of
     `model` (e.g. a GpuRewriteWrapper around it); module paths are given in `model`'s names. The caller's model is
     never changed: a deep copy is cast."""
     import torch
-    from torch.overrides import TorchFunctionMode
 
-    root = forward if forward is not None else model
-    prefix = next((f"{n}." for n, m in root.named_modules() if m is model and n), "")
-    twin = copy.deepcopy(root).half().eval()
-    names = {id(m): n[len(prefix):] if n.startswith(prefix) else n for n, m in twin.named_modules()}
+    twin, names = _half_twin(model, forward)
     stack: list[str] = [""]
     handles = []
 
@@ -86,24 +117,13 @@ def first_fp16_fault(model, example_inputs: Sequence, forward=None) -> Fp16Fault
     found: list[Fp16Fault] = []
     upcasts: list[str] = []
 
-    class Watch(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            if _upcast(func, args, kwargs):
-                # the GPU runs the whole graph in fp16, whatever the model's own code asks for
-                upcasts.append(stack[-1])
-                return args[0]
-            out = func(*args, **kwargs)
-            if found:
-                return out
-            if not _finite(out) and _finite((args, kwargs)):
-                found.append(_classify(func, args, kwargs, stack[-1]))
-            return out
+    def on_call(func, args, kwargs, out) -> None:
+        if not found and not _finite(out) and _finite((args, kwargs)):
+            found.append(_classify(func, args, kwargs, stack[-1]))
 
-    half = tuple(t.half() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in example_inputs)
     try:
-        with torch.no_grad(), Watch():
-            twin(*half)
+        with torch.no_grad(), _half_mode(on_call, lambda: upcasts.append(stack[-1])):
+            twin(*_half(example_inputs))
     except Exception:                                 # noqa: BLE001 - no CPU fp16 kernel for some op: no answer
         pass
     finally:
@@ -112,6 +132,110 @@ def first_fp16_fault(model, example_inputs: Sequence, forward=None) -> Fp16Fault
     if found:
         found[0].upcast_in = list(dict.fromkeys(upcasts))
     return found[0] if found else None
+
+
+class Fp16Storage:
+    """Torch with fp16 tensors next to torch in fp32, tapped at module boundaries (`fp16_storage`)."""
+
+    def __init__(self, model, example_inputs: Sequence, boundaries: Sequence[str], forward=None):
+        import torch
+
+        from .outputs import flat_tensors
+
+        self.model, self.inputs, self.forward = model, tuple(example_inputs), forward
+        self.boundaries = list(boundaries)
+        root = forward if forward is not None else model
+        self._root, self._names = root, _paths(root, model)
+        self.ref, handles = self._taps(root, self._names)
+        try:
+            with torch.no_grad():
+                out = root(*self.inputs)
+        finally:
+            for h in handles:
+                h.remove()
+        self.ref[""] = flat_tensors(out)[0].detach().float()
+        twin, names = _half_twin(model, forward)
+        names.pop(id(twin), None)
+        self.half, handles = self._taps(twin, names)
+        try:
+            with torch.no_grad(), _half_mode():
+                self.half[""] = flat_tensors(twin(*_half(self.inputs)))[0].detach().float()
+        except Exception:                             # noqa: BLE001 - no CPU fp16 kernel for some op: partial answer
+            pass
+        finally:
+            for h in handles:
+                h.remove()
+
+    def _taps(self, root, names) -> tuple[dict, list]:
+        from .outputs import flat_tensors
+
+        seen: dict = {}
+        wanted = set(self.boundaries)
+
+        def hook(mod, _inp, out):
+            name = names.get(id(mod))
+            tensors = flat_tensors(out)
+            if name in wanted and name not in seen and tensors:
+                seen[name] = tensors[0].detach().float()
+
+        return seen, [m.register_forward_hook(hook) for m in root.modules() if names.get(id(m)) in wanted]
+
+    def kept(self) -> dict:
+        """{boundary: Comparison of its fp16 value against fp32} for every boundary the fp16 run reached."""
+        from .metrics import compare
+
+        return {b: compare(self.half[b].numpy(), self.ref[b].numpy()) for b in self.boundaries
+                if b in self.half and b in self.ref and self.half[b].shape == self.ref[b].shape}
+
+    def fp16_until(self, boundary: str):
+        """The model's output against fp32 when everything up to `boundary` ran in fp16 and the rest in fp32 (the
+        fp32 model, with the boundary's first output replaced by its fp16 value): what a precision plan cut there
+        can reach at best. None when the boundary was not reached or returns more than a tensor."""
+        import torch
+
+        from .metrics import compare
+        from .outputs import flat_tensors
+
+        if boundary == "":
+            return self.kept().get("")
+        if boundary not in self.half:
+            return None
+        target = next((m for m in self._root.modules() if self._names.get(id(m)) == boundary), None)
+        done: list = []
+
+        def swap(_mod, _inp, out):
+            if done or not isinstance(out, torch.Tensor) or out.shape != self.half[boundary].shape:
+                return None
+            done.append(True)
+            return self.half[boundary].to(out.dtype)
+
+        handle = target.register_forward_hook(swap)
+        try:
+            with torch.no_grad():
+                out = flat_tensors(self._root(*self.inputs))[0].detach().float()
+        finally:
+            handle.remove()
+        return compare(out.numpy(), self.ref[""].numpy()) if done else None
+
+
+def _paths(root, model) -> dict:
+    """{id(module under root): its path in `model`} (root may wrap model, e.g. a GpuRewriteWrapper)."""
+    prefix = next((f"{n}." for n, m in root.named_modules() if m is model and n), "")
+    names = {id(m): n[len(prefix):] if n.startswith(prefix) else n for n, m in root.named_modules()}
+    names.pop(id(root), None)
+    return names
+
+
+def fp16_storage(model, example_inputs: Sequence, boundaries: Sequence[str], forward=None) -> Fp16Storage:
+    """How much of each boundary's value survives fp16 *storage*: torch run with fp16 tensors against torch in fp32
+    at each boundary ("" = the model's first output; the first tensor a module returns on its first call, as bisect
+    taps it). The fp16 run keeps every op's result in fp16 while torch's CPU kernels accumulate matmul, conv and
+    norms in fp32, so it measures fp16 itself, not a GPU's accumulation order: a GPU that loses much more than this
+    at a boundary loses it in its own arithmetic (split-K's case); a boundary already wrong here needs its values
+    in more than fp16, which no exact fp16 rewrite gives. `.kept()` gives the comparisons; `.fp16_until(b)` what a
+    precision plan with fp16 up to b and fp32 after it can reach. Upcasts in the model's own code are ignored, as
+    the GPU ignores them. A boundary the fp16 run could not reach (an op without a CPU fp16 kernel) is missing."""
+    return Fp16Storage(model, example_inputs, boundaries, forward)
 
 
 def _upcast(func, args, kwargs) -> bool:

@@ -50,8 +50,10 @@ def diagnose_and_repair(job, best: ConvertResult, path: Path, try_path, excluded
         job.log.append(f"diagnosis: bisect failed ({type(e).__name__}: {str(e)[:200]})")
         return best
     best.diagnosis = report
-    job.log.append(f"diagnosis: {report.diagnosis} at {report.module or report.first_divergent or '-'}")
-    stage(f"bisect: {report.diagnosis} at {report.module or report.first_divergent or '-'}"
+    bound = ("; needs more than fp16 (torch with fp16 tensors is wrong too): see the precision plan in the "
+             "diagnosis") if report.storage_bound else ""
+    job.log.append(f"diagnosis: {report.diagnosis} at {report.module or report.first_divergent or '-'}{bound}")
+    stage(f"bisect: {report.diagnosis} at {report.module or report.first_divergent or '-'}{bound}"
           + (f"; trying {', '.join(report.rewrites)}" if report.rewrites else ""))
     from .rewrites.registry import PATCHES, load_rewrites
 

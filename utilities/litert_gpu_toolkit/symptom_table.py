@@ -296,8 +296,12 @@ SYMPTOMS: tuple[Symptom, ...] = (
     Symptom(
         id="fp16_compounding",
         seen="output starts near-correct and degrades steadily with depth",
-        cause="Precision compounding across many fp16 blocks; no overflow rewrite and no fp32 flag fixes it.",
-        rewrites=("bisect",),
+        cause="Precision compounding across many fp16 blocks. bisect's torch16 column (torch with fp16 tensors) "
+              "tells the two kinds apart: torch16 right, the GPU wrong -- the GPU's own accumulation, which split-K "
+              "wins back for long dot products; torch16 wrong too -- fp16 storage itself, which no exact rewrite "
+              "fixes: a precision plan cut where bisect measures fp16 still holds, or fp32 (the zoo's trained-mode "
+              "MobileNetV2 plant: torch16 0.96 at the output).",
+        rewrites=("bisect", "patch_split_k", "plan_precision"),
         numeric="compounding",
     ),
     Symptom(
