@@ -125,6 +125,10 @@ def test_fp16_storage_says_where_the_values_stop_fitting_fp16():
     assert storage.fp16_until("blocks.0").corr > 0.9999
     assert storage.fp16_until("blocks.1").corr < 0.99
     assert storage.fp16_until("").corr == kept[""].corr                          # all fp16: the plain fp16 run
+    # a value computed elsewhere (bisect passes the GPU's fp16 tap output) replaces torch16's at the cut
+    exact = model.blocks[0](x[0]).detach().numpy()
+    assert storage.fp16_until("blocks.1", exact + 1024).corr > 0.999999
+    assert storage.fp16_until("blocks.1", exact[:3]) is None                     # not the boundary's shape
     assert all(p.dtype == torch.float32 for p in model.parameters())
 
 

@@ -245,14 +245,18 @@ def _evaluate(model, forward, name, example_inputs, feed, out_dir, fp32, cpu, ti
     key = info.signatures[0].key
     hist = info.op_histogram()
 
+    values = []
+
     def one(accelerator: str, f32: bool) -> tuple[Comparison | None, str]:
         r = compile_and_run(path, {key: feed}, accelerator=accelerator, enforce_f32=f32, timeout=timeout)
-        return (compare(next(iter(r.outputs[key].values())), ref) if r.ok else None), r.status
+        values.append(next(iter(r.outputs[key].values())) if r.ok else None)
+        return (compare(values[-1], ref) if r.ok else None), r.status
 
     c16, status = one("gpu", False)
     c32 = one("gpu", True)[0] if fp32 and status == "ok" else None
     ccpu = one("cpu", False)[0] if cpu else None
-    return BoundaryResult(name, c16, c32, status, cpu=ccpu, seconds=time.monotonic() - start, histogram=hist)
+    return BoundaryResult(name, c16, c32, status, cpu=ccpu, seconds=time.monotonic() - start, histogram=hist,
+                          fp16_value=values[0])
 
 
 class BuilderError(ValueError):

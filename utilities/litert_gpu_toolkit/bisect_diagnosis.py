@@ -105,8 +105,10 @@ def _diagnose(rows: list[BoundaryResult], min_corr: float,
 
 
 def add_storage(model, example_inputs, forward, rows: list[BoundaryResult]):
-    """Fill each row's `torch16` (`fp16_emulation.fp16_storage`: two torch runs, no conversion); returns the
-    measurement's `fp16_until` (None when it could not run)."""
+    """Fill each row's `torch16` (`fp16_emulation.fp16_storage`: two torch runs, no conversion); returns
+    until(boundary) -> the output's Comparison when the GPU's fp16 value at that boundary (its tap's output; torch16's
+    where the tap did not run) is fed to the rest of the model in fp32 -- a precision plan cut there, simulated with
+    the GPU's own fp16 prefix. None when the measurement could not run."""
     if not rows:
         return None
     try:
@@ -116,16 +118,17 @@ def add_storage(model, example_inputs, forward, rows: list[BoundaryResult]):
         return None
     for r in rows:
         r.torch16 = kept.get(r.name)
-    return storage.fp16_until
+    gpu = {r.name: r.fp16_value for r in rows}
+    return lambda boundary: storage.fp16_until(boundary, gpu.get(boundary))
 
 
 def storage_note(rows: list[BoundaryResult], first: str | None, kind: str, min_corr: float,
                  until=None) -> tuple[bool | None, str]:
     """(does the output need more than fp16 storage?, a sentence for the explanation) from the rows' `torch16`
     (torch with fp16 tensors vs fp32). Only for a precision class (compounding, degraded): a range fault is a
-    rewrite's job whatever storage keeps. until(boundary) -> the output's Comparison when torch runs fp16 up to that
-    boundary and fp32 after it (`Fp16Storage.fp16_until`): it picks the latest cut for a precision plan, searching
-    the boundaries before the first loss (a later cut keeps more fp16, so loses more). (None, "") when not measured."""
+    rewrite's job whatever storage keeps. until(boundary) -> the output's Comparison when the model runs fp16 up to
+    that boundary and fp32 after it (`add_storage`): it picks the latest cut for a precision plan, searching the
+    boundaries before the first loss (a later cut keeps more fp16, so loses more). (None, "") when not measured."""
     if first is None or kind not in ("compounding", "degraded"):
         return None, ""
     by_label = {r.label: r for r in rows}
@@ -136,9 +139,11 @@ def storage_note(rows: list[BoundaryResult], first: str | None, kind: str, min_c
     here = f"torch with fp16 tensors (every result stored in fp16, fp32 accumulation) keeps corr " \
            f"{_f(head.torch16.corr)} at {first} and {_f(out.torch16.corr)} at {out.label}"
     if not diverges(out.torch16, min_corr):
+        from .rewrites.fp16_degraded import LONG_DOT_PRODUCT
+
         return False, (f". {here}: the GPU loses more than fp16 storage does, in its own arithmetic (accumulation "
-                       "order inside its kernels) -- an exact rewrite can win that back (split-K for a long dot "
-                       "product)")
+                       "order inside its kernels) -- only a rewrite of that arithmetic wins it back, where one "
+                       f"applies (split-K for a dot product of >= {LONG_DOT_PRODUCT} products)")
     lost = next(i for i, r in enumerate(rows) if r.torch16 is not None and diverges(r.torch16, min_corr))
     why = (f". {here}: the values this model needs do not survive fp16 storage (torch16 first below {min_corr} at "
            f"{rows[lost].label}) -- the loss is in fp16 itself, not in how the GPU computes, so no exact fp16 rewrite "
@@ -155,12 +160,12 @@ def storage_note(rows: list[BoundaryResult], first: str | None, kind: str, min_c
         else:
             hi = mid - 1
     if best is not None:
-        return True, (why + f". A precision plan can: in torch, fp16 up to {best[0]} and fp32 after it gives corr "
-                      f"{_f(best[1].corr)} at the output -- plan_precision(model, inputs, cuts=[{best[0]!r}], "
-                      "fp32=[1]) (measure it on the GPU)")
+        return True, (why + f". A precision plan can: the GPU's fp16 output at {best[0]} fed to the rest of the model "
+                      f"in fp32 gives corr {_f(best[1].corr)} at the output -- plan_precision(model, inputs, "
+                      f"cuts=[{best[0]!r}], fp32=[1]) (measure the chain with plan.measure)")
     early = until(rows[0].name)
-    return True, (why + f". Not even a precision plan helps: in torch, fp16 up to only {rows[0].label} and fp32 "
-                  f"after it gives corr {_f(early.corr) if early is not None else '-'} at the output -- the output is "
+    return True, (why + f". Not even a precision plan helps: the GPU's fp16 output at {rows[0].label} fed to the rest "
+                  f"in fp32 gives corr {_f(early.corr) if early is not None else '-'} at the output -- the output is "
                   "that sensitive to rounding anywhere; compile the model fp32 (enforce_f32)")
 
 

@@ -25,6 +25,7 @@ class BoundaryResult:
     seconds: float = 0.0
     histogram: dict = field(default_factory=dict, repr=False)
     torch16: Comparison | None = None  # torch with fp16 tensors vs torch fp32: what fp16 storage keeps
+    fp16_value: Any = field(default=None, repr=False)    # the GPU's fp16 output of this tap (numpy), not saved
 
     @property
     def label(self) -> str:

@@ -25,6 +25,8 @@ import copy
 import dataclasses
 from typing import Sequence
 
+import numpy as np
+
 from .bisect_report import FP16_MAX
 
 # the op a fault is named by -> the toolkit rewrite that computes it in an fp16-safe form
@@ -187,27 +189,34 @@ class Fp16Storage:
         return {b: compare(self.half[b].numpy(), self.ref[b].numpy()) for b in self.boundaries
                 if b in self.half and b in self.ref and self.half[b].shape == self.ref[b].shape}
 
-    def fp16_until(self, boundary: str):
+    def fp16_until(self, boundary: str, value=None):
         """The model's output against fp32 when everything up to `boundary` ran in fp16 and the rest in fp32 (the
-        fp32 model, with the boundary's first output replaced by its fp16 value): what a precision plan cut there
-        can reach at best. None when the boundary was not reached or returns more than a tensor."""
+        fp32 model, with the boundary's first output replaced by an fp16 result): a precision plan cut there.
+        value: that result as a GPU computed it (an array of the boundary's shape; bisect passes its fp16 tap's
+        output) -- default torch16's, which is optimistic: a GPU's fp16 kernels add their own rounding. None when
+        the boundary was not reached or returns more than a tensor."""
         import torch
 
         from .metrics import compare
         from .outputs import flat_tensors
 
-        if boundary == "":
+        if boundary == "" and value is None:
             return self.kept().get("")
+        if boundary == "":
+            return compare(np.asarray(value, dtype=np.float32), self.ref[""].numpy())
         if boundary not in self.half:
+            return None
+        fed = self.half[boundary] if value is None else torch.as_tensor(np.asarray(value, dtype=np.float32))
+        if fed.shape != self.half[boundary].shape:
             return None
         target = next((m for m in self._root.modules() if self._names.get(id(m)) == boundary), None)
         done: list = []
 
         def swap(_mod, _inp, out):
-            if done or not isinstance(out, torch.Tensor) or out.shape != self.half[boundary].shape:
+            if done or not isinstance(out, torch.Tensor) or out.shape != fed.shape:
                 return None
             done.append(True)
-            return self.half[boundary].to(out.dtype)
+            return fed.to(out.dtype)
 
         handle = target.register_forward_hook(swap)
         try:
