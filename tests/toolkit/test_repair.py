@@ -176,3 +176,20 @@ def test_a_wrong_full_gpu_file_is_diagnosed_even_when_the_fallback_wins(monkeypa
         assert got.diagnosis_of.startswith("the rewritten file")
         header = ConvertResult(None, [], error="x", diagnosis=got.diagnosis, diagnosis_of=got.diagnosis_of).summary()
         assert "diagnosis (bisect of the rewritten file" in header
+
+
+def test_a_storage_bound_diagnosis_says_so_and_tries_nothing(monkeypatch, tmp_path):
+    """bisect finds the output needs more than fp16 (torch16 wrong too): the log says so, no rewrite is tried."""
+    from types import SimpleNamespace
+
+    from litert_gpu_toolkit import bisect as bisect_module
+    from litert_gpu_toolkit.bisect import BisectReport
+    from litert_gpu_toolkit.repair import diagnose_and_repair
+
+    report = BisectReport([], "blocks.3", "compounding", "why", 0.9, storage_bound=True)
+    monkeypatch.setattr(bisect_module, "bisect", lambda *a, **k: report)
+    job = SimpleNamespace(parsed={"serving_default": ((torch.zeros(1),), {})}, _copy=lambda: nn.Identity(), log=[],
+                          include=None, attempt=lambda *a, **k: pytest.fail("nothing to try"))
+    best = ConvertResult(tmp_path / "m.tflite", [])
+    assert diagnose_and_repair(job, best, tmp_path / "m.tflite", None, set(), {}, 60.0) is best
+    assert best.diagnosis is report and "needs more than fp16" in job.log[-1], job.log
