@@ -208,3 +208,16 @@ def test_saved_notes_carry_no_machine_paths(tmp_path):
     text = (tmp_path / "results.json").read_text()
     assert "/tmp/" not in text and str(ROOT) not in text and sys.prefix not in text, text
     assert "zoo/litert_zoo/models/hf.py:258" in text and "site-packages/torch/nn" in text
+
+
+def test_a_numerics_fail_row_says_what_bisect_found():
+    from litert_zoo.rows import RunSummary, ZooRow
+    from litert_zoo.table import _why
+
+    bound = ("diagnosis: degraded at m.features.9; needs more than fp16 (torch with fp16 tensors is wrong too): see "
+             "the precision plan in the diagnosis")
+    row = ZooRow("m", "vision", gpu=RunSummary("NUMERICS_FAIL", corr_fp32=1.0, attempts=["rewritten: x", bound]))
+    assert "bisect: degraded at m.features.9; needs more than fp16 (torch with fp16 tensors is wrong too)" in _why(row)
+    assert "see the precision plan" not in _why(row)
+    row.gpu.verdict = "PASS"
+    assert "bisect" not in _why(row)

@@ -37,6 +37,9 @@ def _why(row: ZooRow) -> str:
     if g.verdict == "NUMERICS_FAIL" and g.corr_fp32 is not None:
         parts.append(f"fp32 GPU corr {g.corr_fp32:.6f} ("
                      + ("fp16 precision" if g.corr_fp32 >= 0.999 else "wrong in fp32 too: a GPU miscompute") + ")")
+    found = next((a.partition(": ")[2] for a in g.attempts or () if a.startswith("diagnosis: ")), "")
+    if g.verdict == "NUMERICS_FAIL" and found:
+        parts.append(f"bisect: {found.replace(': see the precision plan in the diagnosis', '')}")
     if g.dropped:
         parts.append(f"dropped (worse than without): {', '.join(g.dropped)}")
     return "; ".join(parts)
