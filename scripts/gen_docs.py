@@ -302,9 +302,19 @@ def render_split_k(entry: dict) -> str:
     return "\n".join(lines)
 
 
+def render_safe_expm1(entry: dict) -> str:
+    lines = [_provenance_line(entry), "", "| model | SNR vs torch as converted (fp16) | SNR rewritten (fp16) "
+             "| corr as converted -> rewritten |", "|---|---:|---:|---:|"]
+    r = entry["rows"].get("elu_near_zero")
+    if r:
+        lines.append(f"| {r['label']} | {r['snr_plain_db']:.1f} dB | {r['snr_safe_db']:.1f} dB "
+                     f"| {r['corr_plain']:.6f} -> {r['corr_safe']:.6f} |")
+    return "\n".join(lines)
+
+
 MEASURED_RENDERERS = {"fp16_norms": render_fp16_norms, "spectral": render_spectral,
                       "masked_attention": render_masked_attention, "constant_blowup": render_constant_blowup,
-                      "split_k": render_split_k}
+                      "split_k": render_split_k, "safe_expm1": render_safe_expm1}
 
 
 # ---------------------------------------------------------------------------------------------- zoo

@@ -19,7 +19,7 @@ import math
 import torch.nn.functional as F
 from torch import nn
 
-from . import Change, register, set_submodule
+from .. import Change, register, set_submodule
 
 LONG_DOT_PRODUCT = 1024      # products per output value from which a layer is a split-K candidate
 DEFAULT_MAX_DOT = 256        # products per partial sum after the split
