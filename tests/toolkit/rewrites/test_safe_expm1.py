@@ -53,14 +53,28 @@ def test_the_family_under_the_wrapper_matches_torch(monkeypatch):
     assert len(calls) == 8
 
 
-def test_the_graph_loses_its_subtraction(tmp_path):
-    model = nn.Sequential(nn.Conv1d(4, 4, 3), nn.ELU()).eval()
+class FunctionalElu(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(4, 4, 3)
+
+    def forward(self, x):
+        return F.elu(self.conv(x), 0.5)
+
+
+@pytest.mark.parametrize("make", [lambda: nn.Sequential(nn.Conv1d(4, 4, 3), nn.ELU()), FunctionalElu])
+@pytest.mark.parametrize("include", [["patch_safe_expm1"], None])
+def test_the_graph_loses_its_subtraction(tmp_path, make, include):
+    """Alone or with every default (`patch_select` writes ELU out without SELECT and routes its expm1 here, whichever
+    handler comes first): EXP then SUB becomes TANH and EXP, and no SELECT comes back."""
+    model = make().eval()
     x = (torch.randn(1, 4, 32),)
     plain = read_model_info(export_tflite(model, x, tmp_path / "plain.tflite")).op_histogram()
-    safe = read_model_info(export_tflite(GpuRewriteWrapper(model, include=["patch_safe_expm1"]), x,
+    safe = read_model_info(export_tflite(GpuRewriteWrapper(model, include=include), x,
                                          tmp_path / "safe.tflite")).op_histogram()
     assert plain.get("SUB") and "TANH" not in plain
-    assert "SUB" not in safe and safe.get("TANH") == 1 and safe.get("EXP") == 1
+    assert "SUB" not in safe and "SELECT" not in safe and "SELECT_V2" not in safe, safe
+    assert safe.get("TANH") == 1 and safe.get("EXP") == 1
 
 
 class SmallElu(nn.Module):

@@ -10,7 +10,8 @@ with fp16 tensors to 0.9989 on the GPU; torch with fp16 tensors and ELU written 
 `expm1_accurate(x) = tanh(x / 2) * (exp(x) + 1)` is the same function for every x (tanh(x/2) = (e^x - 1) /
 (e^x + 1)), and neither factor cancels: tanh keeps its relative precision near 0 and exp(x) + 1 is near 2.
 Exact to fp32 rounding (a few ulps; the test bounds it); ±inf and NaN as torch. The same ELU on the GPU: 69 dB.
-Ops: MUL, TANH, EXP, ADD, MUL (plus MINIMUM and SELECT for the ELU family) instead of EXP, SUB, SELECT.
+Ops: MUL, TANH, EXP, ADD, MUL instead of EXP, SUB; the ELU family keeps `patch_select`'s SELECT-free form
+(relu(x) + alpha * expm1(min(x, 0))), which routes its expm1 here too.
 """
 from __future__ import annotations
 
@@ -33,9 +34,10 @@ def expm1_accurate(x: torch.Tensor) -> torch.Tensor:
 
 
 def _negative_part(x: torch.Tensor, alpha: float, scale_in: float = 1.0) -> torch.Tensor:
-    """alpha * expm1(x * scale_in) where x <= 0, x elsewhere (ELU's branches; exp only sees x <= 0)."""
-    n = torch.clamp(x, max=0.0)
-    return torch.where(x > 0, x, alpha * expm1_accurate(n * scale_in if scale_in != 1.0 else n))
+    """relu(x) + alpha * expm1(min(x, 0) * scale_in): ELU's two branches without SELECT (`patch_select`'s form, so
+    whichever of the two handlers runs, the graph has no SELECT); exp only sees x <= 0."""
+    n = -torch.relu(-x)
+    return torch.relu(x) + alpha * expm1_accurate(n * scale_in if scale_in != 1.0 else n)
 
 
 def _floating(x) -> bool:
