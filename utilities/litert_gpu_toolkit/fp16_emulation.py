@@ -144,7 +144,7 @@ class Fp16Storage:
 
         from .outputs import flat_tensors
 
-        self.model, self.inputs, self.forward = model, tuple(example_inputs), forward
+        self.inputs = tuple(example_inputs)
         self.boundaries = list(boundaries)
         root = forward if forward is not None else model
         self._root, self._names = root, _paths(root, model)
