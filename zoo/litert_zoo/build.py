@@ -72,15 +72,12 @@ def built(model, inputs, call: Callable | None = None):
         wrapped, args = wrap(model, tuple(inputs), call), tuple(inputs.values())
     else:
         wrapped, args = wrap(model, (), call), tuple(inputs)
-    balance = False
     if mode == "trained":            # before the BatchNorm calibration: later layers bound what it plants
-        balance = apply_trained_ranges(model, lambda: wrapped(*args))["batch_norms"] > 0
-    before = {k: v.clone() for k, v in model.state_dict().items()}
+        apply_trained_ranges(model, lambda: wrapped(*args))
     try:                             # eight draws in one batch: statistics over more than a few positions
-        calibrate_batch_norms(model, lambda: wrapped(*_calibration_inputs(args, 8)), balance_loud=balance)
+        calibrate_batch_norms(model, lambda: wrapped(*_calibration_inputs(args, 8)))
     except Exception:                # noqa: BLE001 - a model fixed to its example's batch: one draw
-        model.load_state_dict(before)    # the failed pass may have set some layers already
-        calibrate_batch_norms(model, lambda: wrapped(*_calibration_inputs(args, 1)), balance_loud=balance)
+        calibrate_batch_norms(model, lambda: wrapped(*_calibration_inputs(args, 1)))
     return wrapped, args
 
 

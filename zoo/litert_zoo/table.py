@@ -107,16 +107,15 @@ def render_table(rows: dict[str, ZooRow], env: dict, held_out: bool = False) -> 
         "",
         ("Models: small configs with random weights redrawn so activations are O(1), then trained ranges planted: "
          "two outlier channels x400 in every residual stream, one BatchNorm channel in 16 with weight x32 and bias "
-         "+16 (which the dense layers reading it weigh down, as trained ones do), layer scales log-uniform in "
-         "[1e-5, 1e-1] (`--activations trained`; the rules are the docstring of "
+         "+16, layer scales log-uniform in [1e-5, 1e-1] (`--activations trained`; the rules are the docstring of "
          "`zoo/litert_zoo/weights.py`; the O(1) mode's table is `zoo/README.md`)" if trained else
          "Models: small configs with random weights redrawn so activations are O(1) (the rule is the docstring of "
          "`zoo/litert_zoo/weights.py`; `--activations trained` plants trained ranges: `zoo/trained/README.md`)")
         + "; nothing is downloaded. `zoo/compare_ranges.py` prints both modes' per-block ranges, and how well each "
         "block's values survive fp16 storage (torch16), next to a real trained network's where its weights install "
-        "offline (MobileNetV2 today; run 2026-12-04: the real network keeps torch16 >= 0.99997 at every block and so "
-        "do both modes; before the trained mode weighed its loud BatchNorm channels down, that plant fell to 0.91, "
-        "a network fp16 storage itself could not carry and bisect reported as `storage_bound`). Text encoders "
+        "offline (MobileNetV2 today; run 2026-12-03: the real network keeps torch16 >= 0.99997 at every block, the "
+        "trained-mode plant falls to 0.91 -- its BatchNorm x32 channels make a network that fp16 storage itself "
+        "cannot carry, which no exact rewrite changes; bisect reports such a row as `storage_bound`). Text encoders "
         "are called as users "
         "call them: two "
         "sequences, one padded, with attention_mask and token type ids; every output a user reads is compared "

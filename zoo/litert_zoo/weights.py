@@ -32,14 +32,7 @@ deterministic, no data):
     channels, plus every free parameter of that width (class tokens, position tables);
   * large BN-folded weights: in every BatchNorm, one channel in 16 gets weight x32 and bias +16, so after a ReLU
     those channels are large and all positive, and a global pool over them sums large values; set before
-    `calibrate_batch_norms`, so the next BatchNorm still bounds what it receives. As in a trained network, a dense
-    layer (conv with groups 1, linear) reading a loud channel -- RMS over LOUD x the median channel's, measured in
-    the calibration pass -- weighs that input channel down by its loudness (`calibrate_batch_norms(balance_loud=
-    True)`), so the planted channels stay large but do not drown the others. Without it each dense layer buried
-    15/16 of its inputs under one x32 channel, and the planted network lost more to fp16 storage alone than any
-    trained one does (torch16 at the output 0.90-0.99 for the planted MobileNetV2 / EfficientNet-Lite0 / RexNet
-    where real ImageNet MobileNetV2 keeps >= 0.99997 at every block: `zoo/compare_ranges.py`). Inputs as wide as a
-    residual stream are left alone: there the planted outliers stand for LLM outlier channels;
+    `calibrate_batch_norms`, so the next BatchNorm still bounds what it receives;
   * tiny layer scales: the parameters the rule above sets to U(0.5, 1) (layer scales, gammas) are drawn
     log-uniform in [1e-5, 1e-1] instead, so a block's contribution can sit near fp16's subnormal range
     (6e-8 .. 6e-5).
@@ -57,7 +50,6 @@ ACTIVATIONS_ENV = "LITERT_ZOO_ACTIVATIONS"      # how the zoo's child processes 
 STREAM_OUTLIER = 400.0      # scale of a residual stream's outlier channels
 BN_OUTLIER = (32.0, 16.0)   # (weight factor, bias) of one BatchNorm channel in BN_EVERY
 BN_EVERY = 16
-LOUD = 4.0                  # a channel whose RMS is over LOUD x the median channel's is loud (trained mode)
 LAYER_SCALE_RANGE = (1e-5, 1e-1)
 FREE_STREAM_NAMES = ("token", "pos", "embed")    # free parameters that are added into a stream where it starts
 
@@ -158,13 +150,12 @@ def redraw_weights(model, seed: int = 0, activations: str = "o1") -> None:
                 normal_(p, 0.02)
 
 
-def calibrate_batch_norms(model, run: Callable[[], object], balance_loud: bool = False) -> int:
+def calibrate_batch_norms(model, run: Callable[[], object]) -> int:
     """Bound every BatchNorm's output (see the module docstring) from one call of `run()` (a forward pass in eval
     mode): a pre-hook on each layer sets its running variance to max(mean square of its input over every axis but the
     channel axis, 1) and its running mean to 0, just before the layer uses them, so each later layer sees the
     bounded activations. A layer that sees one value per channel (BatchNorm1d on a batch of one) keeps (0, 1).
-    With `balance_loud`, in the same pass every dense layer first divides its weights for each loud input channel
-    by that channel's loudness (`_balance_hook`). Returns how many BatchNorm layers were set."""
+    Returns how many layers were set."""
     import torch
     from torch import nn
 
@@ -182,10 +173,6 @@ def calibrate_batch_norms(model, run: Callable[[], object], balance_loud: bool =
 
     handles = [m.register_forward_pre_hook(pre_hook) for m in model.modules()
                if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
-    if balance_loud:
-        widths = _stream_widths(model)
-        handles += [m.register_forward_pre_hook(_balance_hook) for m in model.modules()
-                    if _dense_width(m) is not None and _dense_width(m) not in widths]
     try:
         with torch.no_grad():
             run()
@@ -193,34 +180,6 @@ def calibrate_batch_norms(model, run: Callable[[], object], balance_loud: bool =
         for h in handles:
             h.remove()
     return len(done)
-
-
-def _dense_width(m) -> int | None:
-    """How many input channels a dense layer mixes (a conv with groups 1, not transposed, or a linear); else None."""
-    from torch import nn
-
-    if isinstance(m, nn.Linear):
-        return m.in_features
-    if isinstance(m, nn.modules.conv._ConvNd) and not m.transposed and m.groups == 1:
-        return m.in_channels
-    return None
-
-
-def _balance_hook(m, args) -> None:
-    """Forward pre-hook: divide `m`'s weights for each loud input channel (RMS over LOUD x the median channel's,
-    on this input) by that ratio, so the layer's output is no longer one channel's."""
-    import torch
-    from torch import nn
-
-    x = args[0] if args else None
-    if not isinstance(x, torch.Tensor) or x.dim() < 2 or not x.is_floating_point():
-        return
-    x = x.movedim(-1 if isinstance(m, nn.Linear) else 1, 0).reshape(_dense_width(m), -1)
-    loudness = x.pow(2).mean(1).sqrt() / x.pow(2).mean(1).sqrt().median().clamp_min(1e-12)
-    loud = (loudness > LOUD).nonzero().flatten()
-    if len(loud):
-        with torch.no_grad():
-            m.weight[:, loud] /= loudness[loud].view(-1, *[1] * (m.weight.dim() - 2)).to(m.weight.dtype)
 
 
 def _stream_widths(model) -> set[int]:
