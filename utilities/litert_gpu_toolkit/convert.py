@@ -25,6 +25,7 @@ from .rewrites.apply import apply_patches, split_example_inputs  # public API, r
 from .rewrites.registry import (PATCHES, Change, check_names, functional_selection, known_rewrites,  # noqa: F401
                                 load_rewrites)
 from .rewrites.parametrized_weights import fold_parametrizations  # noqa: F401 - registers the fold
+from .rewrites.rank_gt_4.fold_graph import NAME as FOLD, fold_inputs
 from .rewrites.registry import selected as _selected
 from .repair import DEFAULT_BUDGET_S, diagnose_and_repair, diagnose_beaten
 
@@ -90,7 +91,8 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
     (`fold_parametrizations`, exact). When torch.export fails on a data-dependent Python branch (`if
     torch.min(y) < -1:`, `.item()`), the conversion is retried with each such branch fixed to the example
     input's outcome (`specialise`): exact for inputs taking the same branches; a warning and
-    `result.specialised` name each source line.
+    `result.specialised` name each source line. A rank-5 positional input (a video network's [N, C, T, H, W]) is
+    converted with its last two axes merged -- the same bytes -- and the graph carried at rank 4 (`fold_rank5`).
     """
 
     check_names(include, "include")
@@ -107,12 +109,6 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
         return ConvertResult(None, [], error=error_text(e), stage="convert")
     finally:
         restore_training(flags)
-
-
-def applicable(names: list[str], module_types: set[str]) -> list[str]:
-    from .symptoms import applicable as _applicable
-
-    return _applicable(names, module_types)
 
 
 def _reference(model, entries: dict, single: bool, kwargs, verbose) -> tuple[dict, dict, dict, bool]:
@@ -299,7 +295,7 @@ class _Job:
                  dropped: dict | None = None) -> ConvertResult:
         import torch
 
-        from .symptoms import for_log, suggestions
+        from .symptoms import applicable, for_log, suggestions
 
         if exclude is None:                               # plain: no rewrites
             model = runnable = self._copy() if copy_model else self.model
@@ -310,13 +306,16 @@ class _Job:
             from .outputs import FlatOutputs
 
             runnable = FlatOutputs(runnable)
+        parsed = self.parsed
+        if exclude is not None and _selected(FOLD, set(self.include or ()), exclude, self.approximate, self.only):
+            runnable, parsed = fold_inputs(runnable, parsed, changes, self.log)     # rank-5 inputs: rank 4
         self.stage = "convert"
         litert_torch = quiet_import_litert_torch(self.verbose)
         result = ConvertResult(path, changes)
         log_path = path.with_name(path.name + ".convert.log")
         stage(f"converting ({label}{', ' + str(len(changes)) + ' module rewrites' if changes else ''})")
         try:
-            runnable, specialised = self._convert_specialising(litert_torch, runnable, path, log_path)
+            runnable, specialised = self._convert_specialising(litert_torch, runnable, path, log_path, parsed)
         except Exception as e:                               # noqa: BLE001 - reported, never swallowed as success
             log = log_path.read_text(errors="replace")[-200_000:] if log_path.exists() and not self.verbose else None
             result.error = with_log(error_text(e), log)
@@ -351,7 +350,7 @@ class _Job:
     def module_types(self) -> set[str]:
         return {c.__name__ for m in self.model.modules() for c in type(m).__mro__}
 
-    def _convert_specialising(self, litert_torch, runnable, path: Path, log_path: Path):
+    def _convert_specialising(self, litert_torch, runnable, path: Path, log_path: Path, parsed: dict):
         """Convert `runnable`; when torch.export fails on a data-dependent Python branch (single signature),
         convert again with each branch fixed to the example input's outcome (`specialise`). Returns what was
         converted and whether it was specialised. Raises the conversion error, naming the guard's source line
@@ -359,7 +358,7 @@ class _Job:
         if not self.specialise:
             try:
                 with converter_output(log_path, verbose=self.verbose, announce=False):
-                    self._convert(litert_torch, runnable, path)
+                    self._convert(litert_torch, runnable, path, parsed)
                 return runnable, False
             except Exception as e:                           # noqa: BLE001 - re-raised below unless specialised
                 from .specialise import is_data_dependent_error
@@ -374,7 +373,7 @@ class _Job:
         stage("retrying with the data-dependent branches fixed to the example input's outcome")
         try:
             with converter_output(log_path, verbose=self.verbose, announce=False):
-                self._convert(litert_torch, special, path)
+                self._convert(litert_torch, special, path, parsed)
         except Exception as e:
             if not self.specialise:
                 raise NotSpecialisable(f"{error_text(first)}\n(retried with the data-dependent branches fixed to the "
@@ -383,13 +382,13 @@ class _Job:
         self.specialise = True                               # later attempts specialise at once
         return special, True
 
-    def _convert(self, litert_torch, runnable, path: Path) -> None:
-        if self.single and len(self.parsed) == 1 and self.signature_name == "serving_default":
-            args, kw = self.parsed[self.signature_name]
+    def _convert(self, litert_torch, runnable, path: Path, parsed: dict) -> None:
+        if self.single and len(parsed) == 1 and self.signature_name == "serving_default":
+            args, kw = parsed[self.signature_name]
             edge = litert_torch.convert(runnable, args, sample_kwargs=kw or None, **self.convert_kwargs)
         else:
             converter = None
-            for name, (args, kw) in self.parsed.items():
+            for name, (args, kw) in parsed.items():
                 converter = (litert_torch.signature if converter is None else converter.signature)(
                     name, runnable, args, kw or None)
             edge = converter.convert(**self.convert_kwargs)

@@ -349,7 +349,8 @@ def parse_int_range_args(items: list[str] | None) -> dict[str, tuple[int, int]]:
 def as_declared(model: str | os.PathLike, inputs: dict) -> dict:
     """{signature: {name: array}} cast to the dtypes the model file declares. Only for arrays the toolkit made
     itself: `convert_for_gpu` casts torch's example inputs (int64 ids become the file's int32, as the converter
-    chose); a caller's arrays are never cast (`fit_array`)."""
+    chose), and a rank-5 array the file declares with its last two axes merged is fed so; a caller's arrays are
+    never cast (`fit_array`)."""
     from .model_info import InvalidModelError, read_model_info
 
     try:
@@ -360,8 +361,11 @@ def as_declared(model: str | os.PathLike, inputs: dict) -> dict:
     for sig, named in inputs.items():
         for name, arr in named.items():
             t = sigs.get(sig, {}).get(name)
+            arr = np.asarray(arr)
+            if t is not None and arr.ndim == 5 and list(t.shape) == [*arr.shape[:3], arr.shape[3] * arr.shape[4]]:
+                arr = arr.reshape(t.shape)                   # the same bytes: a rank-5 input folded (`fold_rank5`)
             try:
-                out.setdefault(sig, {})[name] = np.asarray(arr).astype(numpy_dtype(t.dtype)) if t else arr
+                out.setdefault(sig, {})[name] = arr.astype(numpy_dtype(t.dtype)) if t else arr
             except TypeError:                                # a dtype numpy has no name for: leave it
                 out.setdefault(sig, {})[name] = arr
     return out

@@ -52,9 +52,10 @@ SYMPTOMS: tuple[Symptom, ...] = (
         id="rank_gt_4",
         seen="a tensor of rank 5 or more named in the compile error ('Tensor dimensions must be less than 5')",
         cause="PixelShuffle (rank-6 reshape), window attention, einops rearranges and packed-QKV head splits "
-              "build tensors above rank 4; the GPU handles at most rank 4.",
+              "build tensors above rank 4, and a video network's input and activations are rank 5; the GPU "
+              "handles at most rank 4.",
         rewrites=("patch_pixel_shuffle", "pixelshuffle_to_conv_transpose", "patch_window_attention", "patch_einops",
-                  "patch_patch_merging", "lower_rank_views", "split_packed_qkv"),
+                  "patch_patch_merging", "lower_rank_views", "split_packed_qkv", "fold_rank5"),
         log=r"dimensions must be less than 5",
         stage="gpu",
     ),

@@ -24,6 +24,8 @@ Pieces:
     the chain by its rank <= 4 form when it comes back to rank <= 4. It catches what is written
     inline in a forward (window partition, packed QKV, `einops.rearrange`, the Swin mask add).
     The high-rank ops it shadows are left unused and dropped by the converter.
+  * `fold_rank5` (`fold_graph`): a rank-5 *input* (video networks) and everything after it carried at rank 4 on
+    the exported graph, the input fed with its last two axes merged; `convert_for_gpu` applies it.
 
 Measured with litert-torch 0.10.0: `nn.PixelShuffle` / `nn.PixelUnshuffle` already convert at rank
 4 (the converter lowers them itself), so `patch_pixel_shuffle` is insurance there, not a wall
@@ -48,5 +50,6 @@ from .pixel_shuffle import (
     pixelshuffle_to_conv_transpose,
 )
 from .views import lower_rank_views
+from .fold_graph import Folded, NotFoldable, fold_rank5
 from . import products, reductions  # noqa: F401 - more handlers of the same rewrite (lower_rank_views)
 from .window_attention import WindowAttentionRank4, patch_window_attention
