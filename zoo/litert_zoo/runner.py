@@ -14,6 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .models import EVERY as ZOO
+from .sensitivity import input_share
 from .rows import RunSummary, ZooRow, row_from_dict
 
 TIMEOUT_S = 1500.0
@@ -79,6 +80,10 @@ def run_one(name: str, workdir: Path) -> ZooRow:
         row.error = f"build failed: {type(e).__name__}: {e}"[:400]
         return row
     row.params = sum(p.numel() for p in model.parameters())
+    try:
+        row.input_share = input_share(model, inputs)
+    except Exception:                                         # noqa: BLE001 - a measure of the check, not the row
+        row.input_share = None
     for label in ("gpu", "plain"):
         if label == "plain" and row.gpu is not None and row.gpu.verdict == "PASS" and not ALWAYS_PLAIN:
             row.plain = RunSummary(NOT_RUN, note="the defaults PASS: plain cannot be better")

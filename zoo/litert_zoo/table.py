@@ -5,6 +5,7 @@ from pathlib import Path
 
 from litert_gpu_toolkit.generated import splice
 from .rows import ZooRow
+from .sensitivity import WEAK
 
 
 def write_readme(folder: Path, rows: dict[str, ZooRow], env: dict, held_out: bool = False) -> None:
@@ -25,12 +26,19 @@ def _fmt_corr(c) -> str:
     return "-" if c is None else f"{c:.6f}"
 
 
+def _weak(row: ZooRow) -> bool:
+    return row.passed and row.input_share is not None and row.input_share < WEAK
+
+
 def _why(row: ZooRow) -> str:
     if row.error:
         return row.error
     g = row.gpu
     if g is None:
         return "not run"
+    if _weak(row):
+        return (f"PASS is a weak check: the input drives {row.input_share:.1%} of the output (the rest does not "
+                "depend on the input), so corr barely sees the network's arithmetic")
     parts = []
     if g.verdict != "PASS" and g.note:
         parts.append(g.note)
@@ -75,6 +83,8 @@ def render_table(rows: dict[str, ZooRow], env: dict, held_out: bool = False) -> 
     order = {n: i for i, n in enumerate(universe)}
     done = sorted(rows.values(), key=lambda r: order.get(r.name, len(order)))
     passed = [r for r in done if r.passed]
+    weak = [r.name for r in done if _weak(r)]
+    shared = [r for r in done if r.input_share is not None]
     plain_run = [r for r in done if r.plain is not None and r.plain.verdict != "NOT_RUN"]
     plain_passed = [r for r in plain_run if r.plain.verdict == "PASS"]
     worse = [r.name for r in plain_passed if not r.passed]
@@ -99,7 +109,10 @@ def render_table(rows: dict[str, ZooRow], env: dict, held_out: bool = False) -> 
         f"**convert_for_gpu: {len(passed)}/{len(done)} PASS** (strict GPU-only, every output's fp16 and fp32 GPU "
         f"corr >= 0.999 vs torch). {len(done)} of the {total} {'held-out' if held_out else 'zoo'} rows have a "
         f"result. Plain conversion, run where the defaults do not PASS: {len(plain_passed)}/{len(plain_run)} PASS; "
-        f"rows where plain beats the defaults: {', '.join(worse) if worse else 'none'}.",
+        f"rows where plain beats the defaults: {', '.join(worse) if worse else 'none'}. "
+        + (f"Of the PASS rows, {len(weak)} are weak checks (the input drives less than {WEAK:.0%} of the output, "
+           f"so corr barely sees the network's arithmetic): {', '.join(weak) if weak else 'none'}; input share "
+           f"measured for {len(shared)} of {len(done)} rows." if shared else ""),
         "",
         "| library | rows run | convert_for_gpu PASS | plain PASS (where run) |",
         "|---|---:|---:|---:|",
@@ -126,15 +139,17 @@ def render_table(rows: dict[str, ZooRow], env: dict, held_out: bool = False) -> 
         "(rewrites, "
         "with the never-worse-than-plain fallback); *corr fp16* = Pearson correlation of the strict-GPU fp16 output "
         "with torch (`-` when the file did not run GPU-only); *seconds* = both conversions and checks of the row, "
-        "on a shared 2-core machine.",
+        "on a shared 2-core machine; *input share* = how much of the output the input drives: std of the "
+        "difference between the outputs for the example input and a second draw of it, over sqrt(2) x the "
+        "output's std (largest over the outputs; `zoo/litert_zoo/sensitivity.py`; `-` not measured).",
         "",
         "Reproduce: `./zoo/setup.sh && .venv-zoo/bin/python zoo/run.py" + (" --activations trained" if trained else "")
         + "` (resumes; `--only NAME --rerun` redoes "
         "rows; `--library timm` one library; `--fast` is the CI subset; `--table-only` regenerates this file).",
         "",
         "| model | library | domain | params | plain | plain corr fp16 | convert_for_gpu | residency | corr fp16 "
-        "| rewrites kept | seconds | why not PASS |",
-        "|---|---|---|---:|---|---:|---|---|---:|---|---:|---|",
+        "| rewrites kept | input share | seconds | why not PASS (or a weak check) |",
+        "|---|---|---|---:|---|---:|---|---|---:|---|---:|---:|---|",
     ]
     for r in done:
         p, g = r.plain, r.gpu
@@ -144,6 +159,7 @@ def render_table(rows: dict[str, ZooRow], env: dict, held_out: bool = False) -> 
             f"| {r.name} | {r.library or '-'} | {r.domain} | {r.params:,} | {p.verdict if p else '-'} | "
             f"{_fmt_corr(p.corr_fp16 if p else None)} "
             f"| {g.verdict if g else '-'} | {res or '-'} | {_fmt_corr(g.corr_fp16 if g else None)} "
-            f"| {', '.join(g.rewrites) if g and g.rewrites else '-'} | {r.seconds:.0f} | {why[:240]} |"
+            f"| {', '.join(g.rewrites) if g and g.rewrites else '-'} "
+            f"| {'-' if r.input_share is None else f'{r.input_share:.3f}'} | {r.seconds:.0f} | {why[:240]} |"
         )
     return "\n".join(lines) + "\n"

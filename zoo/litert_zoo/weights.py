@@ -6,7 +6,7 @@ init leaves some conv models at ~1e-25, which would make any numeric check meani
 
   * nn.Linear / nn.Conv*d / nn.ConvTranspose*d weight ~ N(0, 1 / fan_in) (variance-preserving),
     bias ~ N(0, 0.02^2);
-  * nn.Embedding weight ~ N(0, 1);
+  * nn.Embedding weight ~ N(0, 1), and so an all-zero 2-D buffer named `embed` (a codebook kept as a buffer);
   * any other parameter that the default init left all-zero or tiny (|w| < 1e-3 everywhere, e.g. layer
     scales, cls / mask tokens, position tables) ~ U(0.5, 1.0) when its name says scale / gamma / lambda,
     else N(0, 0.02^2) + 0 (tokens, position tables);
@@ -148,6 +148,11 @@ def redraw_weights(model, seed: int = 0, activations: str = "o1") -> None:
                         p.copy_(torch.exp(torch.empty(p.shape).uniform_(math.log(lo), math.log(hi), generator=g)))
             else:
                 normal_(p, 0.02)
+    for name, b in model.named_buffers():
+        # a codebook kept as a buffer (EnCodec's quantizer `embed`) starts all zero: every code would decode to the
+        # same vector and the output would not depend on the input at all (`sensitivity.input_share` found it)
+        if b.is_floating_point() and b.dim() == 2 and name.rsplit(".", 1)[-1] == "embed" and not b.abs().any():
+            normal_(b, 1.0)
 
 
 def calibrate_batch_norms(model, run: Callable[[], object]) -> int:
