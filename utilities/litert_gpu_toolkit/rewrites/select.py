@@ -82,24 +82,30 @@ def arith_where(cond: torch.Tensor, a, b, *, nonfinite: str = "exact") -> torch.
     return terms[0] + terms[1] if len(terms) == 2 else terms[0]
 
 
-class ELUArith(nn.Module):
-    """ELU / CELU / SELU without SELECT: scale * (relu(x) + alpha * expm1(min(x, 0) / beta)).
+def elu_arith(x: torch.Tensor, alpha: float, scale: float = 1.0, input_scale: float = 1.0,
+              expm1=torch.expm1) -> torch.Tensor:
+    """ELU / CELU / SELU without SELECT: scale * (relu(x) + alpha * expm1(min(x, 0) * input_scale)), the one
+    written-out form of the family (`patch_safe_expm1` passes its cancellation-free expm1).
 
     Exact to fp32 rounding (<= 2 ulp of alpha * scale absolute) for every input, inf included: the
     exponential never sees a positive argument, so no branch overflows.
     """
+    neg = -torch.relu(-x)
+    if input_scale != 1.0:
+        neg = neg * input_scale
+    y = torch.relu(x) + alpha * expm1(neg)
+    return y * scale if scale != 1.0 else y
+
+
+class ELUArith(nn.Module):
+    """`elu_arith` as a module (what `patch_select` puts in place of nn.ELU / CELU / SELU)."""
 
     def __init__(self, alpha: float = 1.0, scale: float = 1.0, input_scale: float = 1.0, inplace: bool = False):
         super().__init__()
         self.alpha, self.scale, self.input_scale, self.inplace = float(alpha), float(scale), float(input_scale), inplace
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        neg = -torch.relu(-x)
-        if self.input_scale != 1.0:
-            neg = neg * self.input_scale
-        y = torch.relu(x) + self.alpha * torch.expm1(neg)
-        if self.scale != 1.0:
-            y = y * self.scale
+        y = elu_arith(x, self.alpha, self.scale, self.input_scale)
         return x.copy_(y) if self.inplace else y
 
 

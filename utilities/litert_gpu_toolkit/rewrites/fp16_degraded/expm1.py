@@ -10,8 +10,8 @@ with fp16 tensors to 0.9989 on the GPU; torch with fp16 tensors and ELU written 
 `expm1_accurate(x) = tanh(x / 2) * (exp(x) + 1)` is the same function for every x (tanh(x/2) = (e^x - 1) /
 (e^x + 1)), and neither factor cancels: tanh keeps its relative precision near 0 and exp(x) + 1 is near 2.
 Exact to fp32 rounding (a few ulps; the test bounds it); ±inf and NaN as torch. The same ELU on the GPU: 69 dB.
-Ops: MUL, TANH, EXP, ADD, MUL instead of EXP, SUB; the ELU family keeps `patch_select`'s SELECT-free form
-(relu(x) + alpha * expm1(min(x, 0))), which routes its expm1 here too.
+Ops: MUL, TANH, EXP, ADD, MUL instead of EXP, SUB; the ELU family is `select.elu_arith` (relu(x) + alpha *
+expm1(min(x, 0)), SELECT-free) with this expm1, and `patch_select`'s modules route their expm1 here too.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from ..functional import register_handler
 from ..registry import declare
+from ..select import elu_arith       # the family's one SELECT-free form, shared with patch_select
 
 NAME = "patch_safe_expm1"
 declare(NAME, wall="fp16_degraded")
@@ -31,13 +32,6 @@ SELU_SCALE = 1.0507009873554804934193349852946
 def expm1_accurate(x: torch.Tensor) -> torch.Tensor:
     """exp(x) - 1 without cancellation near 0 (module docstring): tanh(x / 2) * (exp(x) + 1)."""
     return torch.tanh(x * 0.5) * (torch.exp(x) + 1.0)
-
-
-def _negative_part(x: torch.Tensor, alpha: float, scale_in: float = 1.0) -> torch.Tensor:
-    """relu(x) + alpha * expm1(min(x, 0) * scale_in): ELU's two branches without SELECT (`patch_select`'s form, so
-    whichever of the two handlers runs, the graph has no SELECT); exp only sees x <= 0."""
-    n = -torch.relu(-x)
-    return torch.relu(x) + alpha * expm1_accurate(n * scale_in if scale_in != 1.0 else n)
 
 
 def _floating(x) -> bool:
@@ -60,21 +54,21 @@ def patch_safe_expm1(model):
 def _elu(input, alpha=1.0, inplace=False):
     if not _floating(input):
         return NotImplemented
-    return _done(input, _negative_part(input, float(alpha)), inplace)
+    return _done(input, elu_arith(input, float(alpha), expm1=expm1_accurate), inplace)
 
 
 @register_handler(F.celu, NAME)
 def _celu(input, alpha=1.0, inplace=False):
     if not _floating(input) or float(alpha) == 0.0:
         return NotImplemented
-    return _done(input, _negative_part(input, float(alpha), 1.0 / float(alpha)), inplace)
+    return _done(input, elu_arith(input, float(alpha), input_scale=1.0 / float(alpha), expm1=expm1_accurate), inplace)
 
 
 @register_handler(F.selu, NAME)
 def _selu(input, inplace=False):
     if not _floating(input):
         return NotImplemented
-    return _done(input, SELU_SCALE * _negative_part(input, SELU_ALPHA), inplace)
+    return _done(input, elu_arith(input, SELU_ALPHA, SELU_SCALE, expm1=expm1_accurate), inplace)
 
 
 @register_handler(torch.expm1, NAME)
