@@ -1,45 +1,13 @@
-"""A zoo row's input share (litert_zoo/sensitivity.py): how much of the output the input drives. A row whose output
-is nearly all bias PASSes whatever the GPU does to its features, so the table calls its PASS a weak check. The
-measure found the zoo's EnCodec decoder ignoring its codes (its codebook buffer was all zero)."""
+"""A zoo row's input share (litert_gpu_toolkit/sensitivity.py): how much of the output the input drives. A row whose
+output is nearly all bias PASSes whatever the GPU does to its features, so the table calls its PASS a weak check.
+The measure found the zoo's EnCodec decoder ignoring its codes (its codebook buffer was all zero)."""
 import torch
 from torch import nn
 
 from litert_zoo.rows import RunSummary, ZooRow
-from litert_zoo.sensitivity import WEAK, input_share, other_draw
+from litert_gpu_toolkit.sensitivity import WEAK, input_share
 from litert_zoo.table import render_table
 from litert_zoo.weights import redraw_weights
-
-
-def _linear(weight_scale: float, bias_scale: float) -> nn.Linear:
-    torch.manual_seed(0)
-    layer = nn.Linear(64, 32).eval()
-    with torch.no_grad():
-        layer.weight.normal_(0, weight_scale / 8)
-        layer.bias.normal_(0, bias_scale)
-    return layer
-
-
-def test_a_bias_dominated_output_has_a_small_share_and_an_input_driven_one_about_one():
-    x = (torch.randn(4, 64),)
-    assert input_share(_linear(1e-3, 1.0), x) < 0.01
-    assert 0.8 < input_share(_linear(1.0, 0.0), x) < 1.2
-
-
-class Tokens(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.table = nn.Embedding(100, 8)
-
-    def forward(self, ids, mask):
-        return self.table(ids) * mask[..., None]
-
-
-def test_token_ids_are_redrawn_and_masks_kept():
-    ids, mask = torch.randint(0, 100, (1, 16)), torch.tensor([[1] * 12 + [0] * 4])
-    new_ids, new_mask = other_draw((ids, mask))
-    assert not torch.equal(new_ids, ids) and int(new_ids.min()) >= int(ids.min()) and int(new_ids.max()) <= 99
-    assert torch.equal(new_mask, mask)
-    assert input_share(Tokens().eval(), (ids, mask)) > 0.5
 
 
 class Codebook(nn.Module):

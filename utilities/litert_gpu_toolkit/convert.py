@@ -28,6 +28,7 @@ from .rewrites.parametrized_weights import fold_parametrizations  # noqa: F401 -
 from .rewrites.rank_gt_4.fold_graph import NAME as FOLD, fold_inputs
 from .rewrites.registry import selected as _selected
 from .repair import DEFAULT_BUDGET_S, diagnose_and_repair, diagnose_beaten
+from .sensitivity import input_share
 
 # ------------------------------------------------------------------------------------- convert
 
@@ -111,9 +112,9 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike, *, pa
         restore_training(flags)
 
 
-def _reference(model, entries: dict, single: bool, kwargs, verbose) -> tuple[dict, dict, dict, bool]:
+def _reference(model, entries: dict, single: bool, kwargs, verbose) -> tuple[dict, dict, dict, bool, float | None]:
     """(parsed inputs, named numpy inputs, torch outputs by converted name, whether the outputs need flattening)
-    per signature; an error is marked as the "run" stage."""
+    per signature, and the input share; an error is marked as the "run" stage."""
     import torch
 
     from .convert_result import signature_arrays
@@ -137,7 +138,7 @@ def _reference(model, entries: dict, single: bool, kwargs, verbose) -> tuple[dic
         raise _StageError("run", error_text(e)) from None
     if flatten:                                        # every signature then returns output_0, ...
         reference = {n: {f"output_{i}": a for i, a in enumerate(ref.values())} for n, ref in reference.items()}
-    return parsed, inputs, reference, flatten
+    return parsed, inputs, reference, flatten, input_share(model, *next(iter(parsed.values())))
 
 
 def _convert(model, example_inputs, path, patches, check, kwargs, signature_name, signatures, include, only,
@@ -149,11 +150,10 @@ def _convert(model, example_inputs, path, patches, check, kwargs, signature_name
     path.parent.mkdir(parents=True, exist_ok=True)
     entries = signatures or {signature_name: (example_inputs, kwargs)}
     # the reference is the source model, taken before any rewrite touches it
-    parsed, inputs, reference, flatten = _reference(model, entries, signatures is None, kwargs, verbose)
+    parsed, inputs, reference, flatten, share = _reference(model, entries, signatures is None, kwargs, verbose)
     job = _Job(model, parsed, inputs, reference, signature_name, signatures is None, check,
                dict(check_kwargs or {}), convert_kwargs, include, only, approximate, verbose)
-    job.flatten = flatten
-    job.diagnose_budget_s = diagnose_budget_s
+    job.flatten, job.input_share, job.diagnose_budget_s = flatten, share, diagnose_budget_s
     # Every conversion is written into a private folder (mkdtemp: mode 0700, an unpredictable name, made with
     # O_EXCL) beside the output, and the chosen file is renamed onto `output_path`: fixed try names in a shared
     # folder would let anyone plant a link there first, and a rename replaces a link instead of following it.
@@ -227,6 +227,7 @@ class _Job:
         self.specialise = False              # set once a conversion needed data-dependent branches fixed
         self.flatten = False                 # the outputs are returned as a flat tuple (outputs.FlatOutputs)
         self.diagnose_budget_s = None        # seconds for bisect when the chosen file's numbers are wrong
+        self.input_share = None              # how much of the output the input drives (`sensitivity`)
 
     def attempt(self, path: Path, exclude: set | None, label: str, *, copy_model: bool,
                 dropped: dict | None = None) -> ConvertResult:
@@ -413,7 +414,7 @@ class _Job:
             stage(f"the converter's output is in {result.log_path}")
         if dropped:
             result.dropped = {k: v for k, v in dropped.items() if k not in result.kept}
-        result.attempts = list(self.log)
+        result.attempts, result.input_share = list(self.log), self.input_share
         if self.tried:          # a rewrite that already ran (kept or dropped) is no suggestion
             result.suggestions = [r for r in result.suggestions if r not in self.tried and r not in result.dropped]
         return result

@@ -12,6 +12,7 @@ import numpy as np
 
 from .error_lines import telling_line
 from .rewrites.registry import Change
+from .sensitivity import WEAK
 
 # verdict -> how good a returned file is (higher is better); a fallback with wrong numbers scores as NUMERICS_FAIL
 _SCORE = {"PASS": 5, "FALLBACK": 3, "NUMERICS_FAIL": 2, "COMPILE_FAIL": 1, "NO_GPU": 0, "INVALID_MODEL": 0,
@@ -43,6 +44,7 @@ class ConvertResult:
     diagnosis: Any = None               # bisect.BisectReport when the numbers were wrong and a diagnosis ran
     repaired: list = field(default_factory=list)           # rewrites the diagnosis added (they are in `kept`)
     diagnosis_of: str = ""              # set when `diagnosis` bisected another file than this one (which one)
+    input_share: float | None = None    # how much of the output the input drives (`sensitivity`); None: unmeasured
 
     @property
     def ok(self) -> bool:
@@ -80,6 +82,10 @@ class ConvertResult:
                 lines.append(f"  converter output: {self.log_path}")
         elif self.report is not None:
             lines.append(f"  check: {self.report.summary}")
+            if self.input_share is not None and self.input_share < WEAK:
+                lines.append(f"  WARNING: a weak check: the input drives {self.input_share:.1%} of the output (the "
+                             "rest is the same for any input), so corr barely sees the network's arithmetic; "
+                             "check with weights and inputs that make the output depend on the input")
         if self.changes:
             lines.append(f"  rewrites kept: {', '.join(self.kept)}" if self.kept else
                          f"  rewrites tried (no file was written): {', '.join(self.applied)}")

@@ -34,7 +34,7 @@ class ZooRow:
     seconds: float = 0.0
     library: str = ""                     # transformers / timm / torchvision / diffusers / ultralytics
     toolkit_commit: str = ""              # the toolkit's commit this row ran on ("" = the run's, in environment)
-    input_share: float | None = None      # how much of the output the input drives (sensitivity.input_share)
+    input_share: float | None = None      # how much of the output the input drives (litert_gpu_toolkit.sensitivity)
 
     @property
     def passed(self) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .models import EVERY as ZOO
-from .sensitivity import input_share
+from litert_gpu_toolkit.sensitivity import input_share
 from .rows import RunSummary, ZooRow, row_from_dict
 
 TIMEOUT_S = 1500.0
@@ -55,13 +55,19 @@ def _summarise(result, seconds: float) -> RunSummary:
 
 
 def _toolkit_commit() -> str:
+    """The checkout's commit, "+dirty" when a tracked file other than the zoo's own results and tables differs
+    from it (a zoo run writing results.json must not mark the next row, in this mode or the other, as dirty)."""
     try:
         import litert_gpu_toolkit
-        from litert_gpu_toolkit.recipe.results import git_commit, git_dirty
+        from litert_gpu_toolkit.recipe.results import git_commit
 
         where = Path(litert_gpu_toolkit.__file__).parent
         commit = git_commit(where) or ""
-        return commit + ("+dirty" if commit and git_dirty(where) else "")
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where, capture_output=True,
+                             text=True, timeout=10)
+        changed = [ln[3:].strip() for ln in out.stdout.splitlines()] if out.returncode == 0 else ["?"]
+        dirty = [p for p in changed if not (p.startswith("zoo/") and p.endswith(("results.json", "README.md")))]
+        return commit + ("+dirty" if commit and dirty else "")
     except Exception:                                         # noqa: BLE001 - provenance only
         return ""
 
