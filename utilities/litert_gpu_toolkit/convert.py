@@ -309,7 +309,7 @@ class _Job:
             runnable = FlatOutputs(runnable)
         parsed = self.parsed
         if exclude is not None and _selected(FOLD, set(self.include or ()), exclude, self.approximate, self.only):
-            runnable, parsed = fold_inputs(runnable, parsed, changes, self.log)     # rank-5 inputs: rank 4
+            runnable, parsed = fold_inputs(runnable, parsed, changes, self.log, self.tried)   # rank 5 -> rank 4
         self.stage = "convert"
         litert_torch = quiet_import_litert_torch(self.verbose)
         result = ConvertResult(path, changes)

@@ -55,7 +55,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
               "build tensors above rank 4, and a video network's input and activations are rank 5; the GPU "
               "handles at most rank 4.",
         rewrites=("patch_pixel_shuffle", "pixelshuffle_to_conv_transpose", "patch_window_attention", "patch_einops",
-                  "patch_patch_merging", "lower_rank_views", "split_packed_qkv", "fold_rank5"),
+                  "patch_patch_merging", "lower_rank_views", "split_packed_qkv", "fold_rank5", "patch_pool3d"),
         log=r"dimensions must be less than 5",
         stage="gpu",
     ),

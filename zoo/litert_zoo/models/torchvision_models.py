@@ -61,6 +61,13 @@ def _video():
     return (torch.randn(1, 3, 4, 32, 32, generator=torch.Generator().manual_seed(1)),)
 
 
+def _s3d_clip():
+    import torch
+
+    # S3D's last pool is a fixed (2, 7, 7) window: the smallest clip that reaches it is 16 frames of 224 x 224
+    return (torch.randn(1, 3, 16, 224, 224, generator=torch.Generator().manual_seed(1)),)
+
+
 def _flow_pair():
     import torch
 
@@ -97,6 +104,13 @@ ROWS: tuple[ZooModel, ...] = (
                                        weights_backbone=None, aux_loss=False), "segmentation"),
     _row("r3d_18", _custom(lambda: __import__("torchvision").models.video.r3d_18(weights=None, num_classes=10),
                            inputs=_video), "video"),
+    _row("r2plus1d_18", _custom(lambda: __import__("torchvision").models.video.r2plus1d_18(weights=None,
+                                                                                            num_classes=10),
+                                inputs=_video), "video"),
+    _row("mc3_18", _custom(lambda: __import__("torchvision").models.video.mc3_18(weights=None, num_classes=10),
+                           inputs=_video), "video"),
+    _row("s3d", _custom(lambda: __import__("torchvision").models.video.s3d(weights=None, num_classes=10),
+                        inputs=_s3d_clip), "video"),
     _row("raft_small", _custom(lambda: __import__("torchvision").models.optical_flow.raft_small(weights=None),
                                inputs=_flow_pair, call=lambda m, a, b: m(a, b, num_flow_updates=1)[-1]), "flow"),
 )

@@ -26,6 +26,7 @@ Pieces:
     The high-rank ops it shadows are left unused and dropped by the converter.
   * `fold_rank5` (`fold_graph`): a rank-5 *input* (video networks) and everything after it carried at rank 4 on
     the exported graph, the input fed with its last two axes merged; `convert_for_gpu` applies it.
+  * `patch_pool3d` (`pool3d`): max / average 3-D pooling as 2-D pools per depth tap (functional).
 
 Measured with litert-torch 0.10.0: `nn.PixelShuffle` / `nn.PixelUnshuffle` already convert at rank
 4 (the converter lowers them itself), so `patch_pixel_shuffle` is insurance there, not a wall
@@ -51,5 +52,6 @@ from .pixel_shuffle import (
 )
 from .views import lower_rank_views
 from .fold_graph import Folded, NotFoldable, fold_rank5
+from .pool3d import pool3d_as_pool2d
 from . import products, reductions  # noqa: F401 - more handlers of the same rewrite (lower_rank_views)
 from .window_attention import WindowAttentionRank4, patch_window_attention

@@ -233,11 +233,12 @@ def _restore(graph, node, out) -> None:
         u.replace_input_with(node, back)
 
 
-def fold_inputs(runnable, parsed: dict, changes: list, log: list) -> tuple[object, dict]:
-    """`convert_for_gpu`'s step: when its one signature has a rank-5 positional input (and no keyword inputs),
-    (the folded module, {signature: (folded args, {})}), and the change appended to `changes`; else `runnable` and
-    `parsed` as they were, with the reason logged when the fold was tried and refused. The checker feeds the same
-    arrays: `inputs.as_declared` merges the last two axes where the file declares them merged."""
+def fold_inputs(runnable, parsed: dict, changes: list, log: list, tried: set) -> tuple[object, dict]:
+    """`convert_for_gpu`'s step: when its one signature has a rank-5 positional input (and no keyword
+    inputs), (the folded module, {signature: (folded args, {})}), and the change appended to `changes`; else
+    `runnable` and `parsed` as they were, with the reason logged when the fold was tried and refused (`tried` gets
+    its name either way). The checker feeds the same arrays: `inputs.as_declared` merges the last two axes where
+    the file declares them merged."""
     if len(parsed) != 1:
         return runnable, parsed
     (name, (args, kw)), = parsed.items()
@@ -245,6 +246,7 @@ def fold_inputs(runnable, parsed: dict, changes: list, log: list) -> tuple[objec
         return runnable, parsed
     from ...quiet import stage
 
+    tried.add(NAME)                                   # whatever comes of it, it is no suggestion any more
     try:
         folded = fold_rank5(runnable, args)
     except Exception as e:                            # noqa: BLE001 - the graph stays as it was; the log says why
