@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from litert_gpu_toolkit import convert_for_gpu
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
-from litert_gpu_toolkit.rewrites.rank_gt_4 import pool3d_as_pool2d
+from litert_gpu_toolkit.rewrites.rank_gt_4 import patch_pool3d, pool3d_as_pool2d
 
 CASES = [((3, 3, 3), (1, 1, 1), (1, 1, 1)), ((2, 2, 2), (2, 2, 2), 0), ((1, 3, 3), (1, 2, 2), (0, 1, 1)),
          ((3, 2, 2), (2, 1, 1), (1, 1, 0)), ((2, 7, 7), 1, 0), (3, None, 1)]
@@ -52,8 +52,9 @@ def test_the_rewritten_video_net_matches_torch():
     torch.manual_seed(0)
     model, x = PooledVideo().eval(), torch.randn(1, 3, 4, 16, 16)
     with torch.no_grad():
-        ref, got = model(x), GpuRewriteWrapper(model)(x)
+        ref, got, alone = model(x), GpuRewriteWrapper(model)(x), patch_pool3d(model)(x)
     assert float((got - ref).abs().max()) <= 1e-5 * float(ref.abs().max())
+    assert float((alone - ref).abs().max()) <= 1e-5 * float(ref.abs().max())
 
 
 @pytest.mark.gpu

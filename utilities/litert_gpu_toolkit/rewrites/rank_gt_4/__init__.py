@@ -52,6 +52,6 @@ from .pixel_shuffle import (
 )
 from .views import lower_rank_views
 from .fold_graph import Folded, NotFoldable, fold_rank5
-from .pool3d import pool3d_as_pool2d
+from .pool3d import patch_pool3d, pool3d_as_pool2d
 from . import products, reductions  # noqa: F401 - more handlers of the same rewrite (lower_rank_views)
 from .window_attention import WindowAttentionRank4, patch_window_attention

@@ -71,6 +71,14 @@ def pool3d_as_pool2d(kind: str, x, kernel_size, stride=None, padding=0, count_in
     return out.squeeze(0) if unbatched else out
 
 
+def patch_pool3d(model):
+    """Wrap `model` so its 3-D pools run as `pool3d_as_pool2d` (functional: on by default inside `GpuRewriteWrapper`
+    and `convert_for_gpu`; nn.MaxPool3d / AvgPool3d call the functions); named here for the symptom table."""
+    from ..functional import GpuRewriteWrapper
+
+    return GpuRewriteWrapper(model, include=[NAME])
+
+
 def _in_mode(*args):
     """`pool3d_as_pool2d` with the rewrite mode active again: its padded 2-D pools need `patch_avg_pool` /
     `patch_maxpool_zeropad` as much as the model's own (a handler's torch calls bypass the mode by themselves)."""
