@@ -64,10 +64,18 @@ class Fp16Fault:
 def _half_twin(model, forward=None):
     """A half-precision deep copy of `forward` (default `model`) and {id(module in the copy): its path in `model`}."""
     root = forward if forward is not None else model
-    prefix = next((f"{n}." for n, m in root.named_modules() if m is model and n), "")
     twin = copy.deepcopy(root).half().eval()
-    names = {id(m): n[len(prefix):] if n.startswith(prefix) else n for n, m in twin.named_modules()}
-    return twin, names
+    return twin, _module_paths(twin, _prefix(root, model))
+
+
+def _prefix(root, model) -> str:
+    """The path of `model` inside `root` plus ".", or "" (root may wrap model, e.g. a GpuRewriteWrapper)."""
+    return next((f"{n}." for n, m in root.named_modules() if m is model and n), "")
+
+
+def _module_paths(tree, prefix: str) -> dict:
+    """{id(module under tree): its name with `prefix` taken off} -- the path in the wrapped model."""
+    return {id(m): n[len(prefix):] if n.startswith(prefix) else n for n, m in tree.named_modules()}
 
 
 def _half_mode(on_call=None, on_upcast=None):
@@ -228,9 +236,8 @@ class Fp16Storage:
 
 
 def _paths(root, model) -> dict:
-    """{id(module under root): its path in `model`} (root may wrap model, e.g. a GpuRewriteWrapper)."""
-    prefix = next((f"{n}." for n, m in root.named_modules() if m is model and n), "")
-    names = {id(m): n[len(prefix):] if n.startswith(prefix) else n for n, m in root.named_modules()}
+    """{id(module under root, root itself left out): its path in `model`}."""
+    names = _module_paths(root, _prefix(root, model))
     names.pop(id(root), None)
     return names
 
