@@ -29,7 +29,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("YOLO_CONFIG_DIR", tempfile.mkdtemp(prefix="zoo-yolo-"))
     from litert_zoo.models import ZOO
     from litert_zoo.rows import load_results, save_results
-    from litert_gpu_toolkit.sensitivity import WEAK, input_share
+    from litert_gpu_toolkit.sensitivity import input_share, is_weak
     from litert_zoo.table import write_readme
 
     folder = ROOT / "zoo" / ("trained" if args.activations == "trained" else "")
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
             print(f"[{i}/{len(names)}] {name}: not measured ({type(e).__name__}: {e})"[:200], flush=True)
             continue
         share = rows[name].input_share
-        flag = "  <- weak check" if rows[name].passed and share is not None and share < WEAK else ""
+        flag = "  <- weak check" if rows[name].passed and is_weak(share) else ""
         print(f"[{i}/{len(names)}] {name}: {share}{flag}", flush=True)
         save_results(results, rows, env, list(ZOO))
     write_readme(folder, rows, env)

@@ -12,7 +12,7 @@ import numpy as np
 
 from .error_lines import telling_line
 from .rewrites.registry import Change
-from .sensitivity import WEAK
+from .sensitivity import is_weak
 
 # verdict -> how good a returned file is (higher is better); a fallback with wrong numbers scores as NUMERICS_FAIL
 _SCORE = {"PASS": 5, "FALLBACK": 3, "NUMERICS_FAIL": 2, "COMPILE_FAIL": 1, "NO_GPU": 0, "INVALID_MODEL": 0,
@@ -82,7 +82,7 @@ class ConvertResult:
                 lines.append(f"  converter output: {self.log_path}")
         elif self.report is not None:
             lines.append(f"  check: {self.report.summary}")
-            if self.input_share is not None and self.input_share < WEAK:
+            if is_weak(self.input_share):
                 lines.append(f"  WARNING: a weak check: the input drives {self.input_share:.1%} of the output (the "
                              "rest is the same for any input), so corr barely sees the network's arithmetic; "
                              "check with weights and inputs that make the output depend on the input")

@@ -346,6 +346,13 @@ def parse_int_range_args(items: list[str] | None) -> dict[str, tuple[int, int]]:
     return out
 
 
+def folded_shape(shape) -> list[int]:
+    """A rank-5 shape with its last two axes merged (`fold_rank5`'s input layout: the same bytes); others as they
+    are."""
+    shape = [int(s) for s in shape]
+    return shape[:3] + [shape[3] * shape[4]] if len(shape) == 5 else shape
+
+
 def as_declared(model: str | os.PathLike, inputs: dict) -> dict:
     """{signature: {name: array}} cast to the dtypes the model file declares. Only for arrays the toolkit made
     itself: `convert_for_gpu` casts torch's example inputs (int64 ids become the file's int32, as the converter
@@ -362,7 +369,7 @@ def as_declared(model: str | os.PathLike, inputs: dict) -> dict:
         for name, arr in named.items():
             t = sigs.get(sig, {}).get(name)
             arr = np.asarray(arr)
-            if t is not None and arr.ndim == 5 and list(t.shape) == [*arr.shape[:3], arr.shape[3] * arr.shape[4]]:
+            if t is not None and arr.ndim == 5 and list(t.shape) == folded_shape(arr.shape):
                 arr = arr.reshape(t.shape)                   # the same bytes: a rank-5 input folded (`fold_rank5`)
             try:
                 out.setdefault(sig, {})[name] = arr.astype(numpy_dtype(t.dtype)) if t else arr

@@ -19,6 +19,11 @@ from __future__ import annotations
 WEAK = 0.05            # below this share the row's corr is called a weak check
 
 
+def is_weak(share: float | None) -> bool:
+    """A measured share under WEAK (None, unmeasured, is not weak)."""
+    return share is not None and share < WEAK
+
+
 def other_draw(args: tuple, seed: int = 11) -> tuple:
     """A second draw of the example inputs (module docstring); non-tensors are kept."""
     import torch

@@ -14,7 +14,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .models import EVERY as ZOO
-from litert_gpu_toolkit.sensitivity import input_share
 from .rows import RunSummary, ZooRow, row_from_dict
 
 TIMEOUT_S = 1500.0
@@ -59,15 +58,12 @@ def _toolkit_commit() -> str:
     from it (a zoo run writing results.json must not mark the next row, in this mode or the other, as dirty)."""
     try:
         import litert_gpu_toolkit
-        from litert_gpu_toolkit.recipe.results import git_commit
+        from litert_gpu_toolkit.recipe.results import git_commit, git_dirty
 
         where = Path(litert_gpu_toolkit.__file__).parent
         commit = git_commit(where) or ""
-        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where, capture_output=True,
-                             text=True, timeout=10)
-        changed = [ln[3:].strip() for ln in out.stdout.splitlines()] if out.returncode == 0 else ["?"]
-        dirty = [p for p in changed if not (p.startswith("zoo/") and p.endswith(("results.json", "README.md")))]
-        return commit + ("+dirty" if commit and dirty else "")
+        dirty = git_dirty(where, ignore=lambda p: p.startswith("zoo/") and p.endswith(("results.json", "README.md")))
+        return commit + ("+dirty" if commit and dirty is not False else "")
     except Exception:                                         # noqa: BLE001 - provenance only
         return ""
 
@@ -86,10 +82,6 @@ def run_one(name: str, workdir: Path) -> ZooRow:
         row.error = f"build failed: {type(e).__name__}: {e}"[:400]
         return row
     row.params = sum(p.numel() for p in model.parameters())
-    try:
-        row.input_share = input_share(model, inputs)
-    except Exception:                                         # noqa: BLE001 - a measure of the check, not the row
-        row.input_share = None
     for label in ("gpu", "plain"):
         if label == "plain" and row.gpu is not None and row.gpu.verdict == "PASS" and not ALWAYS_PLAIN:
             row.plain = RunSummary(NOT_RUN, note="the defaults PASS: plain cannot be better")
@@ -98,6 +90,8 @@ def run_one(name: str, workdir: Path) -> ZooRow:
         try:
             result = convert_for_gpu(model, inputs, workdir / f"{name}_{label}.tflite", patches=label == "gpu")
             summary = _summarise(result, time.perf_counter() - t)
+            if label == "gpu":                                # measured once, by convert_for_gpu
+                row.input_share = result.input_share
         except Exception as e:                                # noqa: BLE001 - convert_for_gpu should not raise
             summary = RunSummary("RAISED", note=f"{type(e).__name__}: {e}"[:300],
                                  seconds=round(time.perf_counter() - t, 1))

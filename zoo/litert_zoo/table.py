@@ -5,7 +5,7 @@ from pathlib import Path
 
 from litert_gpu_toolkit.generated import splice
 from .rows import ZooRow
-from litert_gpu_toolkit.sensitivity import WEAK
+from litert_gpu_toolkit.sensitivity import WEAK, is_weak
 
 
 def write_readme(folder: Path, rows: dict[str, ZooRow], env: dict, held_out: bool = False) -> None:
@@ -27,7 +27,7 @@ def _fmt_corr(c) -> str:
 
 
 def _weak(row: ZooRow) -> bool:
-    return row.passed and row.input_share is not None and row.input_share < WEAK
+    return row.passed and is_weak(row.input_share)
 
 
 def _why(row: ZooRow) -> str:

@@ -29,14 +29,18 @@ def git_commit(cwd: Path) -> str | None:
 
 
 
-def git_dirty(cwd: Path) -> bool | None:
-    """True when the work tree has uncommitted changes (a record made then is not fully reproducible)."""
+def git_dirty(cwd: Path, ignore=None) -> bool | None:
+    """True when the work tree has uncommitted changes (a record made then is not fully reproducible); `ignore`
+    (path from the repository root -> bool) leaves out changes that do not bear on it, e.g. the results being
+    written."""
     try:
         out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd, capture_output=True,
                              text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
-    return bool(out.stdout.strip()) if out.returncode == 0 else None
+    if out.returncode != 0:
+        return None
+    return any(not (ignore and ignore(ln[3:].strip())) for ln in out.stdout.splitlines() if ln.strip())
 
 def write_results(recipe_converted_dir: Path, *, graph: str, device: str, run: RunResult, residency: str,  # noqa: F811  (the record keeps the line)
                   metrics: dict, gates: dict[str, bool], headline: list[str] | None = None,

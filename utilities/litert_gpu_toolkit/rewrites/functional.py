@@ -35,6 +35,17 @@ def active_mode() -> "GpuRewriteMode | None":
     return _ACTIVE[-1] if _ACTIVE else None
 
 
+def in_active_mode(fn, *args, **kwargs):
+    """fn(*args, **kwargs) with the running GpuRewriteMode entered again (plainly when none runs): a handler's own
+    torch calls bypass the mode, so a written-out form that needs other rewrites (a padded pool, an expm1) runs
+    through this."""
+    mode = active_mode()
+    if mode is None:
+        return fn(*args, **kwargs)
+    with mode:
+        return fn(*args, **kwargs)
+
+
 class GpuRewriteMode(TorchFunctionMode):
     """Routes registered torch calls to GPU-friendly handlers. `include`/`exclude` filter by name."""
 

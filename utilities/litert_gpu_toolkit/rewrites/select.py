@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import Change, register
-from .functional import register_handler
+from .functional import in_active_mode, register_handler
 from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
 
 
@@ -240,25 +240,13 @@ def _index_put(self, indices, values, accumulate=False):
     return NotImplemented if done is NotImplemented else out
 
 
-def _in_mode(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """Run a written-out form with the rewrite mode active again, so its own calls are rewritten as the module
-    form's are (expm1 by `patch_safe_expm1`): a handler's torch calls do not pass through the mode by themselves."""
-    from .functional import active_mode
-
-    mode = active_mode()
-    if mode is None:
-        return module(x)
-    with mode:
-        return module(x)
-
-
 def _elu_like(alpha, scale, input_scale):
     def handler(input, *args, inplace=False, **kwargs):
         a = args[0] if args else kwargs.get("alpha", alpha)
         inplace = args[1] if len(args) > 1 else inplace
         if not input.dtype.is_floating_point:
             return NotImplemented
-        return _in_mode(ELUArith(a, scale, (1.0 / a) if input_scale is None else input_scale, inplace), input)
+        return in_active_mode(ELUArith(a, scale, (1.0 / a) if input_scale is None else input_scale, inplace), input)
     return handler
 
 
@@ -268,7 +256,7 @@ register_handler(F.celu, "patch_select")(_elu_like(1.0, 1.0, None))
 
 @register_handler(F.selu, "patch_select")
 def _selu(input, inplace=False):
-    return _in_mode(ELUArith(1.6732632423543772, 1.0507009873554805, 1.0, inplace), input)
+    return in_active_mode(ELUArith(1.6732632423543772, 1.0507009873554805, 1.0, inplace), input)
 
 
 @register_handler(F.prelu, "patch_select")

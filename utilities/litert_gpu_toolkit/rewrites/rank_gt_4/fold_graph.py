@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ...inputs import folded_shape
 from ..registry import Change, declare
 
 NAME = "fold_rank5"
@@ -56,13 +57,12 @@ class Folded:
         return f"rank-5 inputs fed with their last two axes merged (the same bytes): {shapes}"
 
 
-def folded_shape(shape) -> list[int]:
-    shape = [int(s) for s in shape]
-    return shape[:3] + [shape[3] * shape[4]] if len(shape) == 5 else shape
+def _rank5(a) -> bool:
+    return isinstance(a, torch.Tensor) and a.dim() == 5
 
 
 def has_rank5_input(args) -> bool:
-    return any(isinstance(a, torch.Tensor) and a.dim() == 5 for a in args)
+    return any(_rank5(a) for a in args)
 
 
 def fold_rank5(module, args: tuple) -> Folded:
@@ -76,7 +76,7 @@ def fold_rank5(module, args: tuple) -> Folded:
     _fold_graph(gm.graph)
     # a plain GraphModule: no input-shape check of the export's (the inputs are folded now), and eval() works
     gm = torch.fx.GraphModule(gm, gm.graph)
-    fed = tuple(a.reshape(folded_shape(a.shape)) if isinstance(a, torch.Tensor) and a.dim() == 5 else a for a in args)
+    fed = tuple(a.reshape(folded_shape(a.shape)) if _rank5(a) else a for a in args)
     with torch.no_grad():
         want, got = module(*args), gm(*fed)
     want, got = _leaves(want), _leaves(got)
@@ -86,8 +86,7 @@ def fold_rank5(module, args: tuple) -> Folded:
         scale = float(w.abs().max()) if w.numel() else 0.0
         if w.shape != g.shape or (w.numel() and float((w - g).abs().max()) > 1e-5 * max(scale, 1e-30)):
             raise NotFoldable("the folded graph's outputs differ from the model's")
-    inputs = {i: (tuple(a.shape), tuple(f.shape)) for i, (a, f) in enumerate(zip(args, fed))
-              if isinstance(a, torch.Tensor) and a.dim() == 5}
+    inputs = {i: (tuple(a.shape), tuple(f.shape)) for i, (a, f) in enumerate(zip(args, fed)) if _rank5(a)}
     return Folded(gm, fed, inputs)
 
 

@@ -4,7 +4,9 @@ The wall: F.max_pool3d / F.avg_pool3d (nn.MaxPool3d / AvgPool3d, e.g. in S3D and
 STABLEHLO_REDUCE_WINDOW / AVERAGE_POOL that the GPU rejects, and `fold_rank5` cannot carry a window that spans
 the last two axes. Rewritten as `patch_conv_forms` does conv3d: the output depths go into the batch axis, one 2-D
 pool per depth tap, the taps combined -- max by MAXIMUM, average by their mean. Inside, every tensor is rank <= 4;
-the rank-5 views at either end fold away (consecutive reshapes) or are carried by `fold_rank5`.
+the rank-5 views at either end fold away (consecutive reshapes) or are carried by `fold_rank5`. The 2-D pools run
+with the rewrite mode entered again (`functional.in_active_mode`): padded ones need `patch_avg_pool` /
+`patch_maxpool_zeropad` as much as the model's own.
 
 Exactness: max is exact (depth padding repeats the edge frame, which is inside every window that reaches past
 it, so the maximum is unchanged); average is exact up to fp32 summation order (the sum over the window runs as kd
@@ -17,6 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..functional import in_active_mode
 from ..registry import declare, register_handler
 
 NAME = "patch_pool3d"
@@ -79,23 +82,11 @@ def patch_pool3d(model):
     return GpuRewriteWrapper(model, include=[NAME])
 
 
-def _in_mode(*args):
-    """`pool3d_as_pool2d` with the rewrite mode active again: its padded 2-D pools need `patch_avg_pool` /
-    `patch_maxpool_zeropad` as much as the model's own (a handler's torch calls bypass the mode by themselves)."""
-    from ..functional import active_mode
-
-    mode = active_mode()
-    if mode is None:
-        return pool3d_as_pool2d(*args)
-    with mode:
-        return pool3d_as_pool2d(*args)
-
-
 @register_handler(F.max_pool3d, NAME)
 def _max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     if _three(dilation) != (1, 1, 1) or ceil_mode or return_indices:
         return NotImplemented
-    return _in_mode("max", input, kernel_size, stride, padding)
+    return in_active_mode(pool3d_as_pool2d, "max", input, kernel_size, stride, padding)
 
 
 @register_handler(F.avg_pool3d, NAME)
@@ -103,4 +94,4 @@ def _avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, cou
                 divisor_override=None):
     if ceil_mode or divisor_override is not None:
         return NotImplemented
-    return _in_mode("avg", input, kernel_size, stride, padding, count_include_pad)
+    return in_active_mode(pool3d_as_pool2d, "avg", input, kernel_size, stride, padding, count_include_pad)
