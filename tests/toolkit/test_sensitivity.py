@@ -21,7 +21,8 @@ def _linear(weight_scale: float, bias_scale: float) -> nn.Linear:
 
 
 def test_a_bias_dominated_output_has_a_small_share_and_an_input_driven_one_about_one():
-    x = (torch.randn(4, 64),)
+    # seeded and 64 rows: with 4 unseeded rows the spread estimate of an input-driven output swung past 1.2 in CI
+    x = (torch.randn(64, 64, generator=torch.Generator().manual_seed(3)),)
     assert input_share(_linear(1e-3, 1.0), x) < 0.01
     assert 0.8 < input_share(_linear(1.0, 0.0), x) < 1.2
 
