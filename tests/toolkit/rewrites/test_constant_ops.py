@@ -137,6 +137,39 @@ def test_layer_scale_after_a_linear_on_the_gpu(gpu, tmp_path):
     assert fixed.ok, fixed.summary()
 
 
+class TokenMixing(nn.Module):
+    """ResMLP's token-mixing branch: a linear layer across the tokens (on the transposed [1, D, S]), transposed
+    back, times a layer scale. The converter moves the MUL across the TRANSPOSE onto the rank-2 FULLY_CONNECTED
+    result: runtime [D, S] * constant [1, D, 1], the miscomputed case, although torch multiplies at rank 3."""
+
+    def __init__(self, tokens=16, dim=384):
+        super().__init__()
+        g = torch.Generator().manual_seed(8)
+        self.mix = nn.Linear(tokens, tokens)
+        self.ls = nn.Parameter(torch.rand(dim, generator=g) + 0.5)
+
+    def forward(self, x):
+        return x + self.ls * self.mix(x.transpose(1, 2)).transpose(1, 2)
+
+
+@pytest.mark.gpu
+def test_layer_scale_after_a_transposed_linear_on_the_gpu(gpu, tmp_path):
+    x = torch.randn(1, 16, 384, generator=torch.Generator().manual_seed(9))
+    model = TokenMixing().eval()
+    rules = ["patch_fold_constants", "patch_constant_operand_rank4"]
+    with torch.no_grad():
+        assert torch.equal(GpuRewriteWrapper(model, include=rules)(x), model(x))
+    plain = convert_for_gpu(model, (x,), tmp_path / "plain.tflite", patches=False)
+    assert plain.verdict == "NUMERICS_FAIL", plain.summary()
+    info = read_model_info(plain.path)
+    assert [(384, 16), (1, 384, 1)] in [[info.tensor(i).shape for i in op.inputs] for op in info.ops
+                                        if op.op == "MUL"]
+    fixed = convert_for_gpu(model, (x,), tmp_path / "fixed.tflite", only=rules)
+    assert fixed.ok, fixed.summary()
+    info = read_model_info(fixed.path)
+    assert all(info.tensor(i).rank == 4 for op in info.ops if op.op == "MUL" for i in op.inputs)
+
+
 class PositionOneHot(nn.Module):
     """A decoder's cache-write one-hot from a runtime position: constant offsets [S, C] (column - row) minus the
     position [1]. At rank 4 with trailing axes the constant is [S, C, 1, 1] against a runtime [1, 1, 1, 1]: the

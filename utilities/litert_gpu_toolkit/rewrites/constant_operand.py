@@ -10,7 +10,8 @@ ops at rank 4 ([4, 8, 1, 1] * [4, 8, 8, 1]), with a constant that varies along t
 two runtime operands are right. It looks like the delegate lays a rank-2/3 runtime tensor out with its first
 axis as the batch and a constant of that rank without one. Seen in WavLM's gated relative-position bias
 (runtime [B*H, T, 1] * table [B*H, T, T], corr 0.959), a GRU's folded zero state, a [1, S, D] table added to
-a rank-2 result.
+a rank-2 result, ResMLP's layer scale on its transposed token-mixing linear (the converter moves the MUL across
+the TRANSPOSE onto the rank-2 linear result).
 
 `patch_constant_operand_rank4` (default, functional) computes such an op at rank 4: both operands aligned to the
 output's rank and given trailing size-1 axes up to rank 4 ([4, 8, 1, 1] * [4, 8, 8, 1]), the result viewed back
@@ -96,6 +97,24 @@ def _linear(input, weight, bias=None):
     if out.dim() == 3 and int(out.shape[0]) == 1:
         _FLAT[id(out)] = out
     return Observed(out)
+
+
+def _keep_tag(fn):
+    """A transpose of a tagged output is tagged too: the converter moves a constant elementwise op across a
+    TRANSPOSE onto the rank-2 FULLY_CONNECTED result (ResMLP's token mixing, `ls * linear(x.transpose(1, 2))
+    .transpose(1, 2)`, became runtime [384, 16] * constant [1, 384, 1]: corr 0.91 at full residency)."""
+    def handler(input, *args, **kwargs):
+        if not _flattened(input):
+            return NotImplemented
+        out = fn(input, *args, **kwargs)
+        if isinstance(out, torch.Tensor) and out.dim() == 3 and int(out.shape[0]) == 1:
+            _FLAT[id(out)] = out
+        return Observed(out)
+    return handler
+
+
+for _f in (T.transpose, torch.transpose, T.permute, torch.permute, T.swapaxes, torch.swapaxes):
+    register_handler(_f, "patch_constant_operand_rank4")(_keep_tag(_f))
 
 
 def _binary(fn):
