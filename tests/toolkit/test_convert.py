@@ -245,3 +245,44 @@ def test_quality_ranks_gpu_residency_and_never_demotes_good_numbers():
     inf = _fake("NUMERICS_FAIL", 100, 100, {"gpu_fp16": (None, False, "nonfinite"), "gpu_fp32": good})
     degraded = _fake("NUMERICS_FAIL", 100, 100, {"gpu_fp16": (0.9938, False, "degraded"), "gpu_fp32": good})
     assert quality(degraded) > quality(inf), (quality(degraded), quality(inf))
+
+
+class TwoLayers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(11, 11), nn.Linear(11, 11)
+
+    def forward(self, x):
+        return self.b(self.a(x))
+
+
+class _Broken(nn.Module):
+    def forward(self, x):
+        raise AttributeError("'NoneType' object has no attribute 'reshape'")
+
+
+def test_a_patch_that_breaks_the_forward_is_the_one_blamed(monkeypatch):
+    """A module patch that returns changes but leaves a model whose forward raises (patch_group_norm on timm's
+    GroupNorm1NoBias did) is named in `errors`; the patches after it are not run, so a later one that runs the
+    model (as patch_safe_reductions does) is not blamed for it."""
+    import litert_gpu_toolkit.rewrites.apply as apply_mod
+    from litert_gpu_toolkit.rewrites.apply import apply_patches
+    from litert_gpu_toolkit.rewrites.registry import PatchSpec
+
+    later = []
+
+    def breaks(model):
+        model.a = _Broken()
+        return [Change("a", "replaced (test)", "_test_breaks", True)]
+
+    def runs_the_model(model, example_inputs):
+        later.append(1)
+        model(*example_inputs[0])
+        return []
+    monkeypatch.setattr(apply_mod, "PATCHES", {"_test_breaks": PatchSpec("_test_breaks", breaks, True, "select", True),
+                                               "_test_runs": PatchSpec("_test_runs", runs_the_model, True, "select",
+                                                                       True)})
+    errors: dict = {}
+    apply_patches(TwoLayers().eval(), ((X,), {}), errors=errors)
+    assert list(errors) == ["_test_breaks"] and "NoneType" in errors["_test_breaks"], errors
+    assert not later

@@ -109,25 +109,33 @@ def _randomise(model):
     return model
 
 
+def _no_bias(norm):
+    """timm's GroupNorm1NoBias: `affine` stays True, the bias is None."""
+    norm.bias = None
+    return norm
+
+
 @pytest.mark.parametrize("scale", [1e-3, 1.0, 300.0, 3000.0])
 def test_patches_exact_in_fp32(scale):
     model = _randomise(nn.ModuleDict({
         "ln": nn.LayerNorm(768), "ln2d": nn.LayerNorm([4, 96]), "rms": nn.RMSNorm(768, eps=1e-6),
         "rms_none": nn.RMSNorm(768), "llama": LlamaLikeRMSNorm(768), "in2": nn.InstanceNorm2d(8, affine=True),
-        "in1": nn.InstanceNorm1d(8), "gn": nn.GroupNorm(4, 8)})).eval()
+        "in1": nn.InstanceNorm1d(8), "gn": nn.GroupNorm(4, 8), "gn_nobias": _no_bias(nn.GroupNorm(1, 8)),
+        "in2_nobias": _no_bias(nn.InstanceNorm2d(8, affine=True))})).eval()
     patched = copy.deepcopy(model)
     changes = (patch_safe_layernorm(patched) + patch_rmsnorm(patched) + patch_instance_norm(patched)
                + patch_group_norm(patched))
     assert {c.path for c in changes} == set(model.keys())
     assert all(c.exact for c in changes)
     kinds = {"ln": SafeLayerNorm, "ln2d": SafeLayerNorm, "rms": SafeRMSNorm, "rms_none": SafeRMSNorm,
-             "llama": SafeRMSNorm, "in2": SafeInstanceNorm, "in1": SafeInstanceNorm, "gn": SafeGroupNorm}
+             "llama": SafeRMSNorm, "in2": SafeInstanceNorm, "in1": SafeInstanceNorm, "gn": SafeGroupNorm,
+             "gn_nobias": SafeGroupNorm, "in2_nobias": SafeInstanceNorm}
     assert all(isinstance(patched[k], cls) for k, cls in kinds.items())
     g = torch.Generator().manual_seed(1)
     a = torch.randn(2, 16, 768, generator=g) * scale
     b = torch.randn(2, 8, 37, 53, generator=g) * scale
     inputs = {"ln": a, "ln2d": a.reshape(2, 16, 4, 192)[..., :96], "rms": a, "rms_none": a, "llama": a,
-              "in2": b, "in1": b.flatten(2), "gn": b}
+              "in2": b, "in1": b.flatten(2), "gn": b, "gn_nobias": b, "in2_nobias": b}
     with torch.no_grad():
         for name, x in inputs.items():
             ref, got = model[name](x), patched[name](x)

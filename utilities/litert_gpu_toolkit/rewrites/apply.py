@@ -68,10 +68,16 @@ def apply_patches(model, example_inputs=None, *, include: Sequence[str] | None =
         if errors is None:
             changes += spec.fn(model, **kwargs)
             continue
+        made: list[Change] = []
         try:
-            changes += spec.fn(model, **kwargs)
+            made = spec.fn(model, **kwargs)
+            changes += made
+            if made and example_inputs is not None:
+                _run(model, example_inputs)      # a patch that breaks the forward is named here, not later
         except Exception as e:                   # noqa: BLE001 - recorded; the caller drops this rewrite
             errors[name] = f"{type(e).__name__}: {e}"[:300]
+            if made:       # the model is broken: every later forward would raise and blame an innocent rewrite
+                return changes
     names = functional_selection(include, exclude, approximate, only)
     if example_inputs is not None and names:            # (an empty include list would mean "all" to the mode)
         from .functional import GpuRewriteWrapper
@@ -87,3 +93,12 @@ def apply_patches(model, example_inputs=None, *, include: Sequence[str] | None =
             errors["functional rewrites"] = f"{type(e).__name__}: {e}"[:300]
         changes += [c for c in wrapper.changes if c not in changes]
     return changes
+
+
+def _run(model, example_inputs) -> None:
+    """One forward pass on the example inputs (raises what it raises)."""
+    import torch
+
+    args, kw = split_example_inputs(example_inputs)
+    with torch.no_grad():
+        model(*args, **kw)

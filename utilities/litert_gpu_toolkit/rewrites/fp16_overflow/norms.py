@@ -256,10 +256,7 @@ class SafeInstanceNorm(nn.Module):
     def forward(self, x):
         dims = tuple(range(x.dim() - self.spatial, x.dim()))
         y = _normalise(x, dims, self.eps, hierarchical=True)
-        if self.weight is not None:
-            shape = [-1] + [1] * self.spatial
-            y = y * self.weight.reshape(shape) + self.bias.reshape(shape)
-        return y
+        return _affine(y, self.weight, self.bias, [-1] + [1] * self.spatial)
 
 
 class SafeGroupNorm(nn.Module):
@@ -280,10 +277,17 @@ class SafeGroupNorm(nn.Module):
         length = math.prod(spatial)
         g = x.reshape(n, self.groups, c // self.groups, length)
         y = _normalise(g, (2, 3), self.eps, hierarchical=True).reshape(x.shape)
-        if self.weight is not None:
-            shape = [1, c] + [1] * len(spatial)
-            y = y * self.weight.reshape(shape) + self.bias.reshape(shape)
-        return y
+        return _affine(y, self.weight, self.bias, [1, c] + [1] * len(spatial))
+
+
+def _affine(y, weight, bias, shape):
+    """y * weight + bias per channel, either of them possibly None (timm's GroupNorm1NoBias keeps `affine` and
+    sets its bias to None)."""
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return y
 
 
 # ---------------------------------------------------------------------------------------------
