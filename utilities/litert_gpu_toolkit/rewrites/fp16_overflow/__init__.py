@@ -1,8 +1,9 @@
 """Wall `fp16_overflow`: a reduction or fill that leaves fp16's range (inf / NaN at full residency).
 
-`norms`: LayerNorm / GroupNorm / InstanceNorm in a scaled form and overflow-safe means and sums (exact to
-fp32 rounding); `mask_fill`: the default, exact mask fill (`patch_mask_fill_exact`) and the opt-in, approximate
--1e4 one (`patch_mask_fill_fp16`); `softmax`: softmax floored at -65504, so a fully masked row is uniform
+`norms`: LayerNorm / InstanceNorm in a scaled form and overflow-safe means and sums (exact to fp32 rounding);
+`group_norm`: GroupNorm the same way, as a module or an F.group_norm call in a forward (`patch_group_norm`);
+`mask_fill`: the default, exact mask fill (`patch_mask_fill_exact`) and the opt-in, approximate -1e4 one
+(`patch_mask_fill_fp16`); `softmax`: softmax floored at -65504, so a fully masked row is uniform
 as in torch instead of NaN (`patch_safe_softmax`); `rescale`: activations too large for fp16 between two linear
 layers scaled by a power of two folded into their weights (`patch_rescale_homogeneous`, bit-identical in fp32);
 `attention_scores`: q @ k^T past fp16's range before its 1/sqrt(d) scale, the scale's power of two moved into the
@@ -31,9 +32,8 @@ from .norms import (
     SafeLayerNorm,
     SafeRMSNorm,
     SafeInstanceNorm,
-    SafeGroupNorm,
     patch_safe_layernorm,
     patch_instance_norm,
-    patch_group_norm,
 )
+from .group_norm import SafeGroupNorm, patch_group_norm, safe_group_norm
 from .products import patch_rescale_products  # last: its pre-pass sees the other patches' modules

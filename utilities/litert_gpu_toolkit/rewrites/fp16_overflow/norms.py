@@ -259,27 +259,6 @@ class SafeInstanceNorm(nn.Module):
         return _affine(y, self.weight, self.bias, [-1] + [1] * self.spatial)
 
 
-class SafeGroupNorm(nn.Module):
-    """GroupNorm as [N, G, C/G, L] statistics in the down-scaled domain with hierarchical means.
-
-    Also removes the BROADCAST_TO that the stock GroupNorm lowering emits (rejected by the GPU)."""
-
-    def __init__(self, gn: nn.GroupNorm):
-        super().__init__()
-        self.groups = int(gn.num_groups)
-        self.eps = float(gn.eps)
-        self.weight = gn.weight if gn.affine else None
-        self.bias = gn.bias if gn.affine else None
-
-    def forward(self, x):
-        n, c = int(x.shape[0]), int(x.shape[1])
-        spatial = [int(d) for d in x.shape[2:]]
-        length = math.prod(spatial)
-        g = x.reshape(n, self.groups, c // self.groups, length)
-        y = _normalise(g, (2, 3), self.eps, hierarchical=True).reshape(x.shape)
-        return _affine(y, self.weight, self.bias, [1, c] + [1] * len(spatial))
-
-
 def _affine(y, weight, bias, shape):
     """y * weight + bias per channel, either of them possibly None (timm's GroupNorm1NoBias keeps `affine` and
     sets its bias to None)."""
@@ -386,17 +365,4 @@ def patch_instance_norm(model: nn.Module) -> list[Change]:
         set_submodule(model, path, SafeInstanceNorm(m))
         changes.append(Change(path, f"{type(m).__name__} -> down-scaled, hierarchical SafeInstanceNorm",
                               "patch_instance_norm", True))
-    return changes
-
-
-@register("patch_group_norm", wall="fp16_overflow")
-def patch_group_norm(model: nn.Module) -> list[Change]:
-    """Replace every nn.GroupNorm with SafeGroupNorm (also removes its runtime BROADCAST_TO)."""
-    changes = []
-    for path, m in named_modules_of(model, nn.GroupNorm):
-        if not path:
-            continue
-        set_submodule(model, path, SafeGroupNorm(m))
-        changes.append(Change(path, f"GroupNorm({m.num_groups}, {m.num_channels}) -> SafeGroupNorm",
-                              "patch_group_norm", True))
     return changes
