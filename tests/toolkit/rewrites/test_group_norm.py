@@ -74,3 +74,15 @@ def test_subclassed_group_norms_run_on_the_gpu(gpu, tmp_path):
         fixed = convert_for_gpu(model, (X,), tmp_path / f"{name}.tflite", only=["patch_group_norm"])
         assert fixed.ok, fixed.summary()
         assert "BROADCAST_TO" not in read_model_info(fixed.path).op_histogram()
+
+
+class InstanceNormActivation(nn.InstanceNorm2d):
+    def forward(self, x):
+        return torch.relu(super().forward(x))
+
+
+def test_an_instance_norm_with_a_forward_of_its_own_is_left_alone():
+    from litert_gpu_toolkit.rewrites.fp16_overflow import patch_instance_norm
+
+    model = nn.Sequential(nn.InstanceNorm2d(4), InstanceNormActivation(4))
+    assert [c.path for c in patch_instance_norm(model)] == ["0"] and type(model[1]) is InstanceNormActivation

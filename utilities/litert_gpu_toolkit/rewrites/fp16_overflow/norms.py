@@ -357,10 +357,12 @@ def _probe_offset(m, weight, eps: float) -> float | None:
 @register("patch_instance_norm", wall="fp16_overflow")
 def patch_instance_norm(model: nn.Module) -> list[Change]:
     """Replace InstanceNorm{1,2,3}d that use batch statistics (the default: track_running_stats
-    False) with SafeInstanceNorm. Norms using running statistics are a plain affine map and stay."""
+    False) with SafeInstanceNorm. Norms using running statistics are a plain affine map and stay, and so does
+    a subclass with a forward of its own (it may do more than normalise: see `group_norm`)."""
     changes = []
     for path, m in named_modules_of(model, nn.modules.instancenorm._InstanceNorm):
-        if not path or (m.track_running_stats and m.running_mean is not None):
+        if not path or (m.track_running_stats and m.running_mean is not None) \
+                or type(m).forward is not nn.modules.instancenorm._InstanceNorm.forward:
             continue
         set_submodule(model, path, SafeInstanceNorm(m))
         changes.append(Change(path, f"{type(m).__name__} -> down-scaled, hierarchical SafeInstanceNorm",
