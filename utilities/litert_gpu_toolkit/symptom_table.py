@@ -340,8 +340,10 @@ SYMPTOMS: tuple[Symptom, ...] = (
               "0.59); the same op at rank 4 is right, unless the runtime operand is broadcast over a first axis the "
               "constant fills (runtime [1, 1, 1, 1] - constant [8, 256, 1, 1]: 0.07). Seen in WavLM's gated position "
               "bias, folded tables added to rank-2 results, a decoder's cache-write one-hot from its position. "
+              "A zero PAD of a rank-3 tensor whose first axis is > 1 is wrong the same way ([2, 15, 32]: corr "
+              "-0.06; MobileBERT's trigram embedding). "
               "bisect names such nodes in a miscomputing block. Measured on llvmpipe, ai-edge-litert 2.3.0.",
-        rewrites=("patch_constant_operand_rank4", "patch_fold_constants"),
+        rewrites=("patch_constant_operand_rank4", "patch_fold_constants", "patch_pad_rank4"),
         numeric="degraded",
     ),
     Symptom(
