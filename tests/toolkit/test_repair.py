@@ -53,7 +53,7 @@ class Encoder(nn.Module):
 
 def test_auto_boundaries_cover_every_block_in_execution_order():
     x = torch.randn(1, 3, 8, 8)
-    assert auto_boundaries(ResNetish(), (x,)) == ["layer1.0", "layer1.1", "layer2.0", "layer2.1", ""]
+    assert auto_boundaries(ResNetish(), (x,)) == ["stem", "layer1.0", "layer1.1", "layer2.0", "layer2.1", ""]
     names = auto_boundaries(Encoder(), (torch.randn(1, 8),))
     assert names == ["early.0", "early.1", "late.0", "late.1", ""], names
     spread = auto_boundaries(ResNetish(), (x,), max_boundaries=3)
@@ -193,3 +193,23 @@ def test_a_storage_bound_diagnosis_says_so_and_tries_nothing(monkeypatch, tmp_pa
     best = ConvertResult(tmp_path / "m.tflite", [])
     assert diagnose_and_repair(job, best, tmp_path / "m.tflite", None, set(), {}, 60.0) is best
     assert best.diagnosis is report and "needs more than fp16" in job.log[-1], job.log
+
+
+class Embedded(nn.Module):
+    """An embedding stage beside the encoder (as in Hugging Face models: model.embeddings, model.encoder.layer.N)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embeddings = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8))
+        self.encoder = nn.Module()
+        self.encoder.layer = nn.ModuleList([nn.Sequential(nn.Linear(8, 8), nn.GELU()) for _ in range(2)])
+
+    def forward(self, x):
+        x = self.embeddings(x)
+        for b in self.encoder.layer:
+            x = x + b(x)
+        return x
+
+
+def test_what_feeds_the_first_block_is_tapped_first():
+    assert auto_boundaries(Embedded(), (torch.randn(1, 4),)) == ["embeddings", "encoder.layer.0", "encoder.layer.1", ""]

@@ -74,8 +74,9 @@ def execution_order(model, example_inputs: Sequence, forward=None) -> tuple[dict
 
 def auto_boundaries(model, example_inputs: Sequence | None = None, max_boundaries: int = DEFAULT_MAX_BOUNDARIES,
                     forward=None, traced: tuple | None = None) -> list[str]:
-    """Every block in execution order (see the module docstring), then "" for the model's output when the
-    last block's output is not already it. Without example inputs: definition order, no output entry.
+    """Every block in execution order (see the module docstring), after what feeds the first one (`_stem`),
+    then "" for the model's output when the last block's output is not already it. Without example inputs:
+    definition order, no stem or output entry.
     traced: `execution_order(...)` already computed for these inputs (saves a forward pass)."""
     import torch.nn as nn
 
@@ -90,12 +91,31 @@ def auto_boundaries(model, example_inputs: Sequence | None = None, max_boundarie
     if example_inputs is not None:
         order, out = traced or execution_order(model, example_inputs, forward)
         names = sorted((n for n in names if n in order), key=order.__getitem__)
+        stem = _stem(model, names[0], order) if names else None
+        if stem is not None:
+            names.insert(0, stem)
         if names and not _is_output(model, names[-1], out, example_inputs, forward):
             names.append("")
     if len(names) > max_boundaries > 1:       # spread evenly, always keeping the last
         keep = sorted({round(i * (len(names) - 1) / (max_boundaries - 1)) for i in range(max_boundaries)})
         names = [names[i] for i in keep]
     return names
+
+
+def _stem(model, first: str, order: dict[str, int]) -> str | None:
+    """The module that returned last before the first block did, among the children of the first block's
+    ancestors (an embedding layer, a patch embedding, a CNN's stem): a tap there tells a fault in what feeds the
+    blocks from one in the first block (MobileBERT's trigram embedding was blamed on its first layer)."""
+    parts, best = first.split("."), None
+    for k in range(len(parts)):
+        prefix = ".".join(parts[:k])
+        module = model.get_submodule(prefix) if prefix else model
+        for name, _ in module.named_children():
+            path = f"{prefix}.{name}" if prefix else name
+            if path != ".".join(parts[:k + 1]) and order.get(path, len(order)) < order[first] \
+                    and (best is None or order[path] > order[best]):
+                best = path
+    return best
 
 
 def _is_output(model, name: str, out, example_inputs, forward) -> bool:
