@@ -22,6 +22,13 @@ subtracted from a constant offset table [8, 256, 1, 1] (a decoder's cache-write 
 `bisect` recognises these nodes in a block it classifies as a miscompute and routes it to this rewrite. Exact: the same
 elementwise values, only the views change. A constant is a tensor whose value `patch_fold_constants` /
 `patch_fold_index_math` know (parameters, buffers, index math).
+
+The same family, another op: a zero PAD of a rank-3 tensor whose first axis is > 1. PAD of a runtime [2, 15, 32]
+along axis 1 or 2 compiles GPU-only and returns wrong numbers (corr -0.06 / 0.02) in fp16 and fp32, while the
+same pad of [1, 15, 32], of a rank-4 [2, 8, 15, 16], or of the [2, 15, 32] viewed as [1, 2, 15, 32] is right; a
+rank-2 PAD is not taken by the GPU at all. Seen in MobileBERT's trigram embedding (the token embeddings shifted
+by one step each way with F.pad, two sequences in the batch: corr 0.37 for that block). `patch_pad_rank4`
+(default, functional) pads such a tensor with leading size-1 axes up to rank 4, then views it back. Bit-exact.
 """
 from __future__ import annotations
 
@@ -154,5 +161,23 @@ for _f, _g in ((T.__radd__, torch.add), (T.__rsub__, torch.sub), (T.__rmul__, to
 
 @register("patch_constant_operand_rank4", wall="constant_operand")
 def patch_constant_operand_rank4(model: nn.Module) -> list[Change]:
+    """Functional only (see the module docstring): returns no changes by itself."""
+    return []
+
+
+@register_handler(F.pad, "patch_pad_rank4")
+def _pad(input, pad, mode="constant", value=None):
+    if mode != "constant" or not isinstance(input, torch.Tensor) or input.dim() not in (2, 3) \
+            or len(pad) > 2 * input.dim():
+        return NotImplemented
+    if input.dim() == 3 and int(input.shape[0]) == 1:
+        return NotImplemented                         # right as it is
+    lifted = input.reshape((1,) * (4 - input.dim()) + tuple(input.shape))
+    out = F.pad(lifted, list(pad), mode="constant", value=value)
+    return out.reshape(tuple(out.shape[4 - input.dim():]))
+
+
+@register("patch_pad_rank4", wall="constant_operand")
+def patch_pad_rank4(model: nn.Module) -> list[Change]:
     """Functional only (see the module docstring): returns no changes by itself."""
     return []
