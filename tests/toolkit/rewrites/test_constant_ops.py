@@ -123,18 +123,22 @@ class LayerScale(nn.Module):
         return x + self.gamma * self.drop(self.proj(x))
 
 
-@pytest.mark.gpu
-def test_layer_scale_after_a_linear_on_the_gpu(gpu, tmp_path):
-    x = torch.randn(1, 32, 16, generator=torch.Generator().manual_seed(5))
-    model = LayerScale().eval()
+def _layer_scale_case(model, x, tmp_path):
+    """Bit-identical in torch; plain NUMERICS_FAIL on the GPU, rewritten PASS. Returns both results."""
     rules = ["patch_fold_constants", "patch_constant_operand_rank4"]
     with torch.no_grad():
         assert torch.equal(GpuRewriteWrapper(model, include=rules)(x), model(x))
     plain = convert_for_gpu(model, (x,), tmp_path / "plain.tflite", patches=False)
     assert plain.verdict == "NUMERICS_FAIL", plain.summary()
-    fixed = convert_for_gpu(model, (x,), tmp_path / "fixed.tflite",
-                            only=["patch_fold_constants", "patch_constant_operand_rank4"])
+    fixed = convert_for_gpu(model, (x,), tmp_path / "fixed.tflite", only=rules)
     assert fixed.ok, fixed.summary()
+    return plain, fixed
+
+
+@pytest.mark.gpu
+def test_layer_scale_after_a_linear_on_the_gpu(gpu, tmp_path):
+    _layer_scale_case(LayerScale().eval(), torch.randn(1, 32, 16, generator=torch.Generator().manual_seed(5)),
+                      tmp_path)
 
 
 class TokenMixing(nn.Module):
@@ -154,18 +158,11 @@ class TokenMixing(nn.Module):
 
 @pytest.mark.gpu
 def test_layer_scale_after_a_transposed_linear_on_the_gpu(gpu, tmp_path):
-    x = torch.randn(1, 16, 384, generator=torch.Generator().manual_seed(9))
-    model = TokenMixing().eval()
-    rules = ["patch_fold_constants", "patch_constant_operand_rank4"]
-    with torch.no_grad():
-        assert torch.equal(GpuRewriteWrapper(model, include=rules)(x), model(x))
-    plain = convert_for_gpu(model, (x,), tmp_path / "plain.tflite", patches=False)
-    assert plain.verdict == "NUMERICS_FAIL", plain.summary()
+    plain, fixed = _layer_scale_case(TokenMixing().eval(),
+                                     torch.randn(1, 16, 384, generator=torch.Generator().manual_seed(9)), tmp_path)
     info = read_model_info(plain.path)
     assert [(384, 16), (1, 384, 1)] in [[info.tensor(i).shape for i in op.inputs] for op in info.ops
                                         if op.op == "MUL"]
-    fixed = convert_for_gpu(model, (x,), tmp_path / "fixed.tflite", only=rules)
-    assert fixed.ok, fixed.summary()
     info = read_model_info(fixed.path)
     assert all(info.tensor(i).rank == 4 for op in info.ops if op.op == "MUL" for i in op.inputs)
 
