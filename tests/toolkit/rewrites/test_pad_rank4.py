@@ -7,6 +7,7 @@ from torch import nn
 
 from litert_gpu_toolkit import convert_for_gpu
 from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.rewrites.constant_operand import _pad
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 
 
@@ -35,7 +36,6 @@ def test_bit_identical_in_torch_and_other_forms_untouched():
             assert torch.equal(g, w)
     assert any(c.rewrite == "patch_pad_rank4" for c in wrapper.changes)
     # batch 1 at rank 3, rank 4 and non-constant modes are left as they are
-    from litert_gpu_toolkit.rewrites.constant_operand import _pad
     assert _pad(X[:1], [0, 1]) is NotImplemented and _pad(X[None], [0, 1]) is NotImplemented
     assert _pad(X, [1, 1], mode="reflect") is NotImplemented
 

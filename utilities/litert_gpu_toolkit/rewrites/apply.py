@@ -46,8 +46,6 @@ def apply_patches(model, example_inputs=None, *, include: Sequence[str] | None =
     Functional rewrites are not applied to the module tree: they are listed (from one forward pass on
     `example_inputs` with the handlers active) and applied by `convert_for_gpu` / `GpuRewriteWrapper`.
     """
-    import torch
-
     load_rewrites()
     check_names(include, "include")
     check_names(only, "only")
@@ -82,11 +80,9 @@ def apply_patches(model, example_inputs=None, *, include: Sequence[str] | None =
     if example_inputs is not None and names:            # (an empty include list would mean "all" to the mode)
         from .functional import GpuRewriteWrapper
 
-        args, kw = split_example_inputs(example_inputs)
         wrapper = GpuRewriteWrapper(model, include=names)     # as the export will run it (its enter hooks too)
         try:
-            with torch.no_grad():
-                wrapper(*args, **kw)
+            _run(wrapper, example_inputs)
         except Exception as e:                           # noqa: BLE001
             if errors is None:
                 raise
