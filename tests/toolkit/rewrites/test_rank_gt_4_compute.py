@@ -1,7 +1,7 @@
 """lower_rank_views on computations over rank-5 / rank-6 views: reductions, softmax and elementwise maps
 (reductions.py: ResNeSt's split attention was RESHAPE and SUM "Tensor dimensions must be less than 5" on the CPU),
 einsum / matmul / stack (products.py: MaxViT's einsum window attention, DiT's one-operand einsum unpatchify,
-EVA-02's stacked rotary halves).
+EVA-02's stacked rotary halves, NesT's fused attention over (B, heads, blocks, tokens, dim)).
 
 Three checks, as every rewrite gets: (1) the wrapped module equals the original in torch (bit-exact for views,
 maps and softmax; products within fp32 dot-product rounding, rel <= 2e-6 here); (2) no rank > 4 tensor is left in
@@ -64,6 +64,14 @@ def _rotary_interleave(x):
     return torch.stack([-x[..., 1::2], x[..., ::2]], -1).reshape(x.shape) * 0.5 + x
 
 
+def _local_attention(x):
+    """timm's NesT: packed QKV split to rank-5 (B, heads, blocks, tokens, dim) and one fused attention call."""
+    b, t, n, c = x.shape
+    qkv = torch.cat([x, x * 0.5, -x], -1).reshape(b, t, n, 3, 2, c // 2).permute(3, 0, 4, 1, 2, 5)
+    q, k, v = qkv.unbind(0)
+    return F.scaled_dot_product_attention(q, k, v).permute(0, 2, 3, 4, 1).reshape(b, t, n, c)
+
+
 CASES = {
     "split_attention": (SplitAttention(), None),
     "softmax_rank5": (None, lambda x: (torch.softmax(_five(x), dim=1) * _five(x)).sum(1)),   # attention-weighted
@@ -74,8 +82,9 @@ CASES = {
         x.reshape(1, 4, 16, 2, 8).permute(0, 1, 3, 2, 4))),
     "unpatchify_einsum": (None, lambda x: _unpatchify(x.reshape(4, 16, 16))),
     "rotary_stack": (None, lambda x: _rotary_interleave(x.reshape(1, 2, 64, 8))),
+    "local_attention_sdpa": (None, lambda x: _local_attention(x.reshape(1, 4, 16, 16))),
 }
-PRODUCTS = {"window_attention_einsum", "matmul_rank5"}
+PRODUCTS = {"window_attention_einsum", "matmul_rank5", "local_attention_sdpa"}
 
 
 def _module(name):
@@ -101,7 +110,7 @@ def test_bit_exact_in_torch_and_rank4_in_the_graph(name, tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["split_attention", "softmax_rank5", "window_attention_einsum", "unpatchify_einsum",
-                                  "rotary_stack"])
+                                  "rotary_stack", "local_attention_sdpa"])
 def test_strict_gpu_matches_torch(gpu, name, tmp_path):
     torch.manual_seed(0)
     _gpu_clean(lower_rank_views(_module(name)), (torch.randn(1, 16, 8, 8),), tmp_path / "m.tflite")

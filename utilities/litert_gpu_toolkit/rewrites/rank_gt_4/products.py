@@ -10,15 +10,21 @@ put rank-5 / rank-6 tensors into the graph. Here:
     operand's view is reordered to (batch, free, contracted) / (batch, contracted, free), merged to rank 3 and
     multiplied; the product is a view again (it comes back to rank <= 4 wherever the model reshapes it);
   * `torch.stack(ts, dim)` of equal-shaped rank-4 tensors into a rank-5 result is a rank-3 concatenation of
-    their (before dim, 1, from dim) views, kept as a view.
+    their (before dim, 1, from dim) views, kept as a view;
+  * `F.scaled_dot_product_attention` on rank-5 query / key / value that share their leading axes (local attention
+    over blocks, (B, heads, blocks, tokens, dim): timm's NesT) runs once with every leading axis merged into the
+    heads axis, (1, prod(leading), tokens, dim); the result is a view of that. A mask of rank <= 2 broadcasts the
+    same way and is passed through; any other mask, dropout, or broadcast leading axes return NotImplemented.
 
-Bound: the views, permutes and the stack are bit-exact; a product adds the same terms as torch's einsum / matmul,
+Bound: the views, permutes, the stack and the attention's regrouping are bit-exact (the attention computes the
+same rows, each on its own); a product adds the same terms as torch's einsum / matmul,
 possibly in another order (fp32 rounding of a dot product of length K: relative error <= K * 2^-24). A view the
 regrouping cannot merge returns NotImplemented and the call runs as written.
 """
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from ..registry import register_handler
 from .lowrank import MAX_RANK, VIEWS_HANDLER, _prod
@@ -139,7 +145,30 @@ def _on_stack(tensors, dim=0):
     return _finish(lambda: torch.stack(tensors, dim), _plain(small, out))
 
 
+def _on_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kwargs):
+    qkv = (query, key, value)
+    if not all(isinstance(t, torch.Tensor) for t in qkv) or all(_lazy_of(t) is None for t in qkv):
+        return NotImplemented
+    lead = [int(n) for n in query.shape[:-2]]
+    if (query.dim() <= MAX_RANK or dropout_p or kwargs.get("enable_gqa") or any(t.dim() != query.dim() for t in qkv)
+            or any([int(n) for n in t.shape[:-2]] != lead for t in qkv)):
+        return NotImplemented
+    if isinstance(attn_mask, torch.Tensor) and (attn_mask.dim() > 2 or _lazy_of(attn_mask) is not None):
+        return NotImplemented
+    merged = []
+    for t in qkv:
+        lazy = _regroup(_as_lazy(t), [1, _prod(lead), int(t.shape[-2]), int(t.shape[-1])])
+        if lazy is None:
+            return NotImplemented
+        merged.append(lazy.materialize())
+    small = F.scaled_dot_product_attention(*merged, attn_mask=attn_mask, is_causal=is_causal, scale=scale)
+    shape = lead + [int(n) for n in small.shape[-2:]]
+    return _finish(lambda: F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, is_causal=is_causal,
+                                                          scale=scale, **kwargs), _plain(small, shape))
+
+
 register_handler(torch.einsum, VIEWS_HANDLER)(_on_einsum)
+register_handler(F.scaled_dot_product_attention, VIEWS_HANDLER)(_on_attention)
 for _fn in (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__):
     register_handler(_fn, VIEWS_HANDLER)(_on_matmul)
 register_handler(torch.stack, VIEWS_HANDLER)(_on_stack)
