@@ -36,6 +36,9 @@ ROWS: tuple[ZooModel, ...] = (
                                        intermediate_size=128, max_position_embeddings=64, local_attention=8,
                                        pad_token_id=0, eos_token_id=1, bos_token_id=2, cls_token_id=2,
                                        sep_token_id=1)),
+    ZooModel("mobilebert", "text", _hf("MobileBertModel", "MobileBertConfig", _masked(), embedding_size=32,
+                                       true_hidden_size=64, intra_bottleneck_size=64, num_feedforward_networks=2,
+                                       **_TEXT)),
     ZooModel("bert_position_ids", "text", _hf("BertModel", "BertConfig", _masked(position_ids=True), **_TEXT)),
     ZooModel("bert_6_heads", "text", _hf("BertModel", "BertConfig", _masked(), **{**_TEXT, "hidden_size": 96,
                                                                                    "num_attention_heads": 6})),
@@ -101,6 +104,8 @@ ROWS: tuple[ZooModel, ...] = (
                                     key_dim=[8, 8, 8])),
     ZooModel("pvt_v2", "vision", _hf("PvtV2Model", "PvtV2Config", _image, hidden_sizes=[16, 32, 48, 64],
                                      depths=[1, 1, 1, 1], num_attention_heads=[1, 1, 2, 2])),
+    ZooModel("bit", "vision", _hf("BitModel", "BitConfig", lambda: _image(32), embedding_size=32,
+                                  hidden_sizes=[128, 256], depths=[1, 1], num_groups=8)),
     ZooModel("wavlm", "audio", _hf("WavLMModel", "WavLMConfig", _audio, num_buckets=16, max_bucket_distance=64,
                                    **_SPEECH)),
 )

@@ -24,7 +24,7 @@ _CNN = ("resnet18", "resnet10t", "resnest14d", "regnety_002",
         "ese_vovnet19b_slim_dw",
         "repvgg_a0", "convnext_atto", "convnextv2_atto",
         "edgenext_xx_small", "fastvit_t8", "repvit_m0_9", "mobilevit_xxs", "mobilevitv2_050", "efficientvit_b0",
-        "hgnetv2_b0", "starnet_s1", "fasternet_t0", "shvit_s1")
+        "hgnetv2_b0", "starnet_s1", "fasternet_t0", "shvit_s1", "poolformerv2_s12")
 _TRANSFORMER = {
     "vit_tiny_patch16_224": dict(img_size=64, depth=2),
     "deit_tiny_patch16_224": dict(img_size=64, depth=2),
@@ -38,6 +38,8 @@ _TRANSFORMER = {
     "pit_ti_224": dict(img_size=64),
     "visformer_tiny": dict(img_size=64),
     "sequencer2d_s": dict(img_size=64),
+    "resmlp_12_224": dict(img_size=64),
+    "nest_tiny": dict(img_size=64),
 }
 
 
