@@ -258,11 +258,12 @@ SYMPTOMS: tuple[Symptom, ...] = (
     Symptom(
         id="unfold",
         seen="Tensor.unfold framing or F.unfold / nn.Unfold patches: GATHER_ND, BROADCAST_TO or rank-5/6 "
-             "tensors rejected, or a conversion error",
+             "tensors rejected, or a conversion error; F.fold / nn.Fold: a STABLEHLO_SCATTER LiteRT's CPU cannot "
+             "prepare ('Only update, Add, Multiply, Maximum and Minimum operations ...')",
         cause="unfold lowers to index arithmetic and gathers (framing for STFTs, im2col for patch embeddings); "
-              "chained image-patch unfolds build rank-6 tensors.",
+              "chained image-patch unfolds build rank-6 tensors; fold (col2im) lowers to a scatter.",
         rewrites=("patch_unfold",),
-        log=r"aten\.(unfold|im2col)",
+        log=r"aten\.(unfold|im2col|col2im)|stablehlo\.scatter",
     ),
     Symptom(
         id="fp16_overflow",

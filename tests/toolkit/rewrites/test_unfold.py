@@ -7,9 +7,11 @@ ai-edge-litert 2.3.0):
   x.unfold(2, 4, 4).unfold(3, 4, 4) on [1, 3, 16, 16]  CONVERT_FAIL ('tfl.pad' op ... at most 5-D): rank 6;
                                                       rewritten when a reshape / view to rank <= 4 follows
   F.unfold(x, 3, padding=1, stride=2)                 BROADCAST_TO, GATHER_ND rejected
+  F.fold(cols, (9, 10), 3, padding=1, stride=2)      STABLEHLO_SCATTER: LiteRT's CPU cannot prepare it
+                                                      ('Only update, Add, Multiply, Maximum and Minimum ...')
 Bounds: the block form (step divides size) is bit-exact for any values; the one-hot conv forms (other
-steps, F.unfold) are bit-exact in fp32 for finite inputs (x * 1.0 plus zeros); both checked with
-torch.equal.
+steps, F.unfold) are bit-exact in fp32 for finite inputs (x * 1.0 plus zeros); F.fold's planes are added in
+torch's tap order (fp32 rounding of <= kh * kw terms; bit-exact on these shapes); all checked with torch.equal.
 """
 import pytest
 import torch
@@ -18,7 +20,7 @@ from torch import nn
 
 from litert_gpu_toolkit.export import export_tflite, gpu_vs_torch
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
-from litert_gpu_toolkit.rewrites.unfold import _tensor_unfold_handler, im2col
+from litert_gpu_toolkit.rewrites.unfold import _tensor_unfold_handler, col2im, im2col
 
 INF = float("inf")
 
@@ -58,6 +60,42 @@ def test_im2col_is_bit_exact(k, d, p, s):
     assert torch.equal(im2col(x[0], k, d, p, s), F.unfold(x[0], k, d, p, s))
     unf = nn.Unfold(k, d, p, s)
     assert torch.equal(GpuRewriteWrapper(unf, include=["patch_unfold"])(x), unf(x))
+
+
+@pytest.mark.parametrize("k,d,p,s", [(3, 1, 1, 2), ((2, 3), (1, 2), (1, 0), (2, 1)), (3, 2, 2, 3), (4, 1, 0, 4),
+                                     (1, 1, 0, 1)])
+def test_col2im_is_bit_exact(k, d, p, s):
+    torch.manual_seed(2)
+    cols = F.unfold(torch.randn(2, 3, 9, 10), k, d, p, s)
+    cols = torch.randn_like(cols)                      # overlapping taps get different values
+    assert torch.equal(col2im(cols, (9, 10), k, d, p, s), F.fold(cols, (9, 10), k, d, p, s))
+    assert torch.equal(col2im(cols[0], (9, 10), k, d, p, s), F.fold(cols[0], (9, 10), k, d, p, s))
+    fold = nn.Fold((9, 10), k, d, p, s)
+    assert torch.equal(GpuRewriteWrapper(fold, include=["patch_unfold"])(cols), fold(cols))
+    assert col2im(cols, (19, 23), k, d, p, s) is NotImplemented     # block count mismatch: torch raises its own
+
+
+class Outlook(nn.Module):
+    """VOLO's outlook attention core: 3x3 neighbourhoods of a stride-2 grid (unfold), weighted, folded back."""
+
+    def forward(self, x, w):
+        cols = F.unfold(x, 3, padding=1, stride=2)                                  # [1, C*9, 25]
+        return F.fold(cols * w, (9, 10), 3, padding=1, stride=2)
+
+
+O_INPUTS = (torch.randn(1, 4, 9, 10), torch.randn(1, 36, 25))
+
+
+def test_fold_is_refused_plainly_and_runs_gpu_only_rewritten(gpu, tmp_path):
+    plain = gpu_vs_torch(Outlook(), O_INPUTS, tmp_path / "plain.tflite")
+    assert not plain.ok and "STABLEHLO_SCATTER" in plain.info.op_histogram(), plain.summary()
+    wrapped = GpuRewriteWrapper(Outlook(), include=["patch_unfold"])
+    assert torch.equal(wrapped(*O_INPUTS), Outlook()(*O_INPUTS))
+    res = gpu_vs_torch(wrapped, O_INPUTS, tmp_path / "fold.tflite")
+    hist = res.info.op_histogram()
+    assert not any("SCATTER" in op for op in hist) and not res.info.high_rank_tensors(), hist
+    assert res.ok and res.run.gpu.cpu_ops in (None, 0), res.summary()
+    assert res.comparisons[0].nonfinite == 0 and res.comparisons[0].corr >= 0.999, res.summary()
 
 
 class Unfolds(nn.Module):

@@ -16,6 +16,13 @@ tests/toolkit/rewrites/test_unfold.py for what each spelling gave). Rewrites:
     one-hot kernel (multiplier kh * kw; output channel c * kh * kw + i * kw + j reads x[c] at tap (i, j)
     -- F.unfold's channel order) and a reshape to [N, C * kh * kw, L]. Exact for finite inputs (same
     caveat for inf / NaN).
+  * `F.fold(cols, output_size, kernel_size, dilation, padding, stride)` / nn.Fold (col2im, the inverse: VOLO's
+    outlook attention) converts to a STABLEHLO_SCATTER that LiteRT's CPU refuses to prepare and the GPU does not
+    take. Here each of the kh * kw taps is a [N, C, nH, nW] slice of the columns, spread to the stride with zero
+    rows / columns (CONCATENATION + RESHAPE, rank 4), moved to its offset with a zero pad, and the kh * kw planes
+    are added in tap order -- the order torch's col2im accumulates in -- then the padding is cropped. Exact for
+    finite inputs to fp32 rounding of the sum of the <= kh * kw overlapping terms (measured bit-exact on the
+    tests' shapes); an inf / NaN column stays where torch puts it plus 0 + inf sums elsewhere, as in torch.
   * image patches `x.unfold(2, kh, sh).unfold(3, kw, sw)` on [B, C, H, W] (rank 6: the plain conversion
     fails): the first unfold returns a lazy `RowPatches`, the second a lazy `Patches` held as F.unfold's
     [B, C*kh*kw, nH*nW] (the form above); a permute, then reshape / view / flatten to rank <= 4 becomes one
@@ -113,6 +120,56 @@ def im2col(x: torch.Tensor, kernel_size, dilation=1, padding=0, stride=1):
 @register_handler(F.unfold, NAME)
 def _f_unfold_handler(input, kernel_size, dilation=1, padding=0, stride=1):
     return im2col(input, kernel_size, dilation, padding, stride)
+
+
+def _spread(x: torch.Tensor, step: int, dim: int) -> torch.Tensor:
+    """x with step - 1 zero slices after each slice along `dim` (2 or 3 of a rank-4 tensor), the trailing ones
+    cut: n slices -> (n - 1) * step + 1. Rank 4 throughout: the new axis sits next to `dim` in a merged view."""
+    if step == 1:
+        return x
+    a, b, h, w = (int(v) for v in x.shape)
+    if dim == 2:
+        y = x.reshape(a * b, h, 1, w)
+        y = torch.cat([y, y.new_zeros(a * b, h, step - 1, w)], 2).reshape(a, b, h * step, w)
+        return y[:, :, :(h - 1) * step + 1]
+    y = x.reshape(a * b, h, w, 1)
+    y = torch.cat([y, y.new_zeros(a * b, h, w, step - 1)], 3).reshape(a, b, h, w * step)
+    return y[:, :, :, :(w - 1) * step + 1]
+
+
+def col2im(cols: torch.Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """F.fold as kh * kw zero-spread, zero-padded planes added in tap order (module docstring); NotImplemented
+    where it does not apply."""
+    if not isinstance(cols, torch.Tensor) or cols.dim() not in (2, 3) or not cols.is_floating_point():
+        return NotImplemented
+    o, k, d, p, s = (_pair(v) for v in (output_size, kernel_size, dilation, padding, stride))
+    if None in (o, k, d, p, s) or min(k) < 1 or min(d) < 1 or min(s) < 1 or min(p) < 0:
+        return NotImplemented
+    unbatched = cols.dim() == 2
+    if unbatched:
+        cols = cols.unsqueeze(0)
+    n, ck, length = (int(v) for v in cols.shape)
+    taps = k[0] * k[1]
+    blocks = [(o[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(2)]
+    if ck % taps or blocks[0] < 1 or blocks[1] < 1 or blocks[0] * blocks[1] != length:
+        return NotImplemented                                                # torch raises its own error
+    c = ck // taps
+    padded = (o[0] + 2 * p[0], o[1] + 2 * p[1])
+    grid = cols.reshape(n, c, taps * blocks[0], blocks[1])                  # tap t: rows t*nH .. (t+1)*nH - 1
+    out = None
+    for t in range(taps):
+        i, j = divmod(t, k[1])
+        plane = _spread(_spread(grid[:, :, t * blocks[0]:(t + 1) * blocks[0]], s[0], 2), s[1], 3)
+        top, left = i * d[0], j * d[1]
+        plane = F.pad(plane, (left, padded[1] - left - int(plane.shape[3]), top, padded[0] - top - int(plane.shape[2])))
+        out = plane if out is None else out + plane
+    out = out[:, :, p[0]:p[0] + o[0], p[1]:p[1] + o[1]]
+    return out[0] if unbatched else out
+
+
+@register_handler(F.fold, NAME)
+def _f_fold_handler(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    return col2im(input, output_size, kernel_size, dilation, padding, stride)
 
 
 def patch_unfold(model):

@@ -5,7 +5,8 @@ develops against one of them, move it into the zoo and name a new one here.
 
 Renewed 2026-12-04: resmlp_12, poolformerv2_s12, nest_tiny, BiT and MobileBERT (developed against in that round)
 moved into the zoo; coat_lite_tiny, gcvit_xxtiny, volo_d1, CvT and RoFormer took their places, each run once
-before any change was made for it."""
+before any change was made for it. volo_d1 was then developed against (F.fold, softmax of permuted views) and moved
+into the zoo too; Falcon took its place."""
 from __future__ import annotations
 
 from ..build import image
@@ -33,7 +34,6 @@ ROWS: tuple[ZooModel, ...] = (
     _row("timm_cspresnet50", _timm("cspresnet50"), "timm"),
     _row("timm_coat_lite_tiny", _timm("coat_lite_tiny", 64, img_size=64), "timm"),
     _row("timm_gcvit_xxtiny", _timm("gcvit_xxtiny", 64, img_size=64), "timm"),
-    _row("timm_volo_d1", _timm("volo_d1_224", 64, img_size=64), "timm"),
     _row("tv_regnet_y_800mf", _tv("regnet_y_800mf", num_classes=10), "torchvision"),
     _row("tv_mnasnet1_0", _tv("mnasnet1_0", num_classes=10), "torchvision"),
     _row("focalnet", _hf("FocalNetModel", "FocalNetConfig", _hf_image(32), image_size=32, patch_size=4, embed_dim=16,
@@ -45,6 +45,8 @@ ROWS: tuple[ZooModel, ...] = (
                     depth=[1, 2, 3], mlp_ratio=[2.0, 2.0, 2.0], drop_path_rate=[0.0, 0.0, 0.0]), "transformers"),
     _row("roformer", _hf("RoFormerModel", "RoFormerConfig", _masked(), embedding_size=64, **_TEXT), "transformers",
          "text"),
+    _row("falcon", _causal_lm("FalconForCausalLM", "FalconConfig", vocab_size=100, hidden_size=64, num_hidden_layers=2,
+                              num_attention_heads=4), "transformers", "llm"),
     _row("codegen", _causal_lm("CodeGenForCausalLM", "CodeGenConfig", vocab_size=100, n_embd=64, n_layer=2, n_head=4,
                                n_positions=64, rotary_dim=8), "transformers", "llm"),
 )

@@ -40,6 +40,7 @@ _TRANSFORMER = {
     "sequencer2d_s": dict(img_size=64),
     "resmlp_12_224": dict(img_size=64),
     "nest_tiny": dict(img_size=64),
+    "volo_d1_224": dict(img_size=64),
 }
 
 

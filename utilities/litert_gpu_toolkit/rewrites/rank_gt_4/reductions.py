@@ -9,10 +9,13 @@ activation runs on it in between. Each of those is done here on the rank <= 4 te
     view is kept;
   * a reduction (sum, mean, amax, amin) over some axes of a plain (unpermuted) view: neighbouring axes that are
     all reduced or all kept merge, which leaves at most 4 axes in the usual cases; the reduction runs there;
-  * softmax / log_softmax over one axis of a plain view: the axes before it merge, and so do those after it (a
-    rank-3 softmax over the middle axis).
+  * softmax / log_softmax over one axis of any view, permuted too (VOLO's outlook attention normalises a permuted
+    (B, heads, blocks, k*k, k*k) view): the axes before it merge, and so do those after it (a rank-3 softmax over
+    the middle axis; the permute is done at rank <= 4 first).
 
-Bound: maps and softmax are bit-exact (the same elements, the same arithmetic); a reduction adds the same
+Bound: maps and the softmax of a plain view are bit-exact (the same elements, the same arithmetic); the softmax of
+a permuted view runs over another memory layout, for which torch's CPU kernel rounds its exp / sum differently
+(measured rel <= 3e-7, a few fp32 ulps); a reduction adds the same
 elements, possibly in another order (fp32 rounding of the sum: relative error <= n * 2^-24 for n terms, measured
 bit-exact on the tests' shapes). Anything else (a permuted view under a reduction, more than 4 merged groups)
 returns NotImplemented and is left as it was.
@@ -23,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from ..registry import register_handler
-from .lowrank import MAX_RANK, VIEWS_HANDLER, _prod
+from .lowrank import MAX_RANK, VIEWS_HANDLER, _prod, lowrank_permute
 from .views import _finish, _Lazy, _lazy_of, _plain, _track
 
 
@@ -69,8 +72,8 @@ def _reduction(op):
 
 def _softmax(op):
     def handler(x, dim=None, *args, **kwargs):
-        base = _plain_view(x)
-        if base is None or dim is None or args or kwargs.get("dtype") is not None:
+        lazy = _lazy_of(x)
+        if lazy is None or dim is None or args or kwargs.get("dtype") is not None:
             return NotImplemented
         shape = [int(n) for n in x.shape]
         d = dim % len(shape)
@@ -82,7 +85,9 @@ def _softmax(op):
                                    dtype=x.dtype)
             small = constant(small)
         else:
-            small = op(base.reshape(_prod(shape[:d]), shape[d], _prod(shape[d + 1:])), dim=1)
+            # the axes before `dim` merge, and so do those after it: a reshape of the permuted view, so any view works
+            merged = [_prod(shape[:d]), shape[d], _prod(shape[d + 1:])]
+            small = op(lowrank_permute(lazy.base, lazy.elem, lazy.perm, merged), dim=1)
         return _finish(lambda: small.reshape(shape), _plain(small, shape))
     return handler
 
