@@ -439,7 +439,11 @@ def test_views_handler_stays_correct_with_inplace_ops():
         u = x.view(1, 2, 2, 2, 2, 3).permute(0, 1, 3, 2, 4, 5).contiguous()
         u.mul_(2)  # mutates a copy the handler had recorded as "made of x"
         v = x.view(1, 2, 2, 2, 2, 3).permute(0, 1, 3, 2, 4, 5)
-        return u.view(1, 4, 4, 3), F.relu(v.reshape(1, 4, 4, 3), inplace=True) + 1
+        w = x.view(1, 2, 2, 2, 2, 3).permute(0, 1, 3, 2, 4, 5).contiguous()
+        F.relu(w, True)  # in place through the positional flag: the record of w goes stale too
+        kept = F.dropout(x.view(1, 2, 2, 2, 2, 3).permute(0, 1, 3, 2, 4, 5), 0.5, False)  # eval dropout: the view
+        return (u.view(1, 4, 4, 3), F.relu(v.reshape(1, 4, 4, 3), inplace=True) + 1, w.view(1, 4, 4, 3),
+                kept.reshape(1, 4, 4, 3))
 
     x = torch.randn(1, 4, 4, 3)
     for got, want in zip(lower_rank_views(Fn(fn))(x.clone()), fn(x.clone())):

@@ -73,6 +73,14 @@ def _local_attention(x):
     return F.scaled_dot_product_attention(q, k, v).permute(0, 2, 3, 4, 1).reshape(b, t, n, c)
 
 
+def _outlook_attention(x):
+    """timm's VOLO: softmax over a permuted rank-5 view, an eval-mode dropout, a rank-5 matmul, a permute back."""
+    attn = x.reshape(1, 8, 2, 8, 8).permute(0, 2, 1, 3, 4).softmax(dim=-1)
+    v = (x * 0.5).reshape(1, 2, 8, 8, 8).transpose(-2, -1)
+    out = F.dropout(attn, 0.1, training=False) @ v
+    return out.permute(0, 1, 4, 3, 2).reshape(1, 16, 8, 8)
+
+
 CASES = {
     "split_attention": (SplitAttention(), None),
     "softmax_rank5": (None, lambda x: (torch.softmax(_five(x), dim=1) * _five(x)).sum(1)),   # attention-weighted
@@ -87,9 +95,10 @@ CASES = {
     # VOLO's outlook attention: softmax over the last axis of a permuted (B, heads, blocks, k*k, k*k) view
     "softmax_permuted": (None, lambda x: x.reshape(1, 4, 2, 8, 16).permute(0, 2, 1, 4, 3).softmax(-1).reshape(
         1, 16, 16, 4)),
+    "outlook_attention": (None, _outlook_attention),
 }
 # within rel 2e-6, not bit-exact: products (summation order), and a softmax torch runs over another memory layout
-PRODUCTS = {"window_attention_einsum", "matmul_rank5", "local_attention_sdpa", "softmax_permuted"}
+PRODUCTS = {"window_attention_einsum", "matmul_rank5", "local_attention_sdpa", "softmax_permuted", "outlook_attention"}
 
 
 def _module(name):
@@ -115,7 +124,7 @@ def test_bit_exact_in_torch_and_rank4_in_the_graph(name, tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["split_attention", "softmax_rank5", "window_attention_einsum", "unpatchify_einsum",
-                                  "rotary_stack", "local_attention_sdpa", "softmax_permuted"])
+                                  "rotary_stack", "local_attention_sdpa", "softmax_permuted", "outlook_attention"])
 def test_strict_gpu_matches_torch(gpu, name, tmp_path):
     torch.manual_seed(0)
     _gpu_clean(lower_rank_views(_module(name)), (torch.randn(1, 16, 8, 8),), tmp_path / "m.tflite")

@@ -359,25 +359,57 @@ def lower_rank_views(model: nn.Module) -> nn.Module:
 
 # In-place ops could make what a tracked tensor is "made of" stale (a copy mutated after it was
 # recorded). Any in-place call while something is tracked drops all tracking: the forward stays
-# correct (the real tensors carry on), only the lowering of that chain is given up.
+# correct (the real tensors carry on), only the lowering of that chain is given up. A functional op with an
+# `inplace` flag drops it only when the flag is set; dropout that does nothing (eval, or p = 0) returns its
+# tracked input as it is (VOLO's attention dropout sits between a rank-5 softmax and its matmul).
 def _forget_on_inplace(*args, **kwargs):
     _TRACKED.clear()
     return NotImplemented
+
+
+def _forget_if_inplace(fn):
+    import inspect
+
+    try:
+        position = list(inspect.signature(fn).parameters).index("inplace")
+    except (ValueError, TypeError):
+        return _forget_on_inplace
+
+    def handler(*args, **kwargs):
+        if kwargs.get("inplace") or (len(args) > position and args[position] is True):
+            _TRACKED.clear()
+        return NotImplemented
+    return handler
+
+
+def _on_dropout(input, p=0.5, training=True, inplace=False):
+    if inplace:
+        _TRACKED.clear()
+        return NotImplemented
+    if (not training or p == 0) and _lazy_of(input) is not None:
+        return input
+    return NotImplemented
+
+
+_DROPOUTS = ("dropout", "alpha_dropout", "dropout1d", "dropout2d", "dropout3d", "feature_alpha_dropout")
 
 
 def _inplace_callables():
     names = [n for n in dir(torch.Tensor) if n.endswith("_") and not n.startswith("_")]
     names += ["__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__ipow__",
               "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__"]
-    found = [getattr(torch.Tensor, n) for n in names if hasattr(torch.Tensor, n)]
-    found += [getattr(F, n) for n in ("relu", "relu6", "elu", "selu", "celu", "leaky_relu", "hardtanh", "hardswish",
-                                      "hardsigmoid", "silu", "mish", "threshold", "rrelu", "dropout", "alpha_dropout",
-                                      "dropout1d", "dropout2d", "dropout3d", "feature_alpha_dropout") if hasattr(F, n)]
-    return found
+    return [getattr(torch.Tensor, n) for n in names if hasattr(torch.Tensor, n)]
 
 
 for _fn in _inplace_callables():
     register_handler(_fn, VIEWS_HANDLER)(_forget_on_inplace)
+for _name in ("relu", "relu6", "elu", "selu", "celu", "leaky_relu", "hardtanh", "hardswish", "hardsigmoid", "silu",
+              "mish", "threshold", "rrelu"):
+    if hasattr(F, _name):
+        register_handler(getattr(F, _name), VIEWS_HANDLER)(_forget_if_inplace(getattr(F, _name)))
+for _name in _DROPOUTS:
+    if hasattr(F, _name):
+        register_handler(getattr(F, _name), VIEWS_HANDLER)(_on_dropout)
 
 
 declare(VIEWS_HANDLER, wall="rank_gt_4")
