@@ -82,6 +82,34 @@ def test_a_stream_with_no_token_table_starts_at_the_first_writer():
     assert float(peak[hot].min()) > 50 * float(peak[[c for c in range(32) if c not in hot]].median())
 
 
+class TwoStages(nn.Module):
+    """A hierarchical net: stage 1's MLP widens to 64 channels, which is also stage 2's stream width. The stage-2
+    stream starts at the downsampling conv; the stage-1 hidden layer only shares its width (at 4x the positions)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 2, 2)
+        self.norm1 = nn.GroupNorm(1, 16)
+        self.fc1, self.fc2 = nn.Conv2d(16, 64, 1), nn.Conv2d(64, 16, 1)
+        self.down_norm = nn.LayerNorm(16)
+        self.down = nn.Conv2d(16, 64, 2, 2)
+        self.norm2 = nn.LayerNorm(64)
+        self.mlp2 = nn.Linear(64, 64)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = x + self.fc2(torch.relu(self.fc1(self.norm1(x))) ** 2)
+        x = self.down(self.down_norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)).flatten(2).transpose(1, 2)
+        return x + self.mlp2(self.norm2(x))
+
+
+def test_a_stream_starts_where_its_norms_read_as_many_positions():
+    model, x = TwoStages().eval(), torch.randn(1, 3, 16, 16)
+    changed = _trained(model, x)
+    assert changed["writers"] == ["stem", "down"], changed["writers"]      # not fc1: 64 wide, 4x the positions
+    assert float(model.fc1.weight.abs().max()) < 10
+
+
 def test_batch_norm_channels_are_planted_and_the_mode_is_deterministic():
     def build():
         torch.manual_seed(0)

@@ -29,7 +29,11 @@ deterministic, no data):
     The stream widths are the widths the model's LayerNorm / RMSNorm layers normalise; the channels are scaled
     where the stream starts: in every nn.Embedding of that width (token, position and type tables), or, for a
     model with no such table, in the first conv / linear layer (in execution order) whose output has that many
-    channels, plus every free parameter of that width (class tokens, position tables);
+    channels over as many positions as a norm of that width reads (up to 8 more per example: class / register
+    tokens join before the first norm), plus every free parameter of that width (class tokens, position tables).
+    Without the positions test a hidden layer of an earlier stage that happened to have a later stream's width
+    was taken (PoolFormerV2's stage-2 MLP expansion for the 512-wide last stage, x400 into a squared ReLU: 3.6e6
+    in fp32; Swin's and ConvNeXt's first MLPs likewise); a width no layer matches is left unplanted;
   * large BN-folded weights: in every BatchNorm, one channel in 16 gets weight x32 and bias +16, so after a ReLU
     those channels are large and all positive, and a global pool over them sums large values; set before
     `calibrate_batch_norms`, so the next BatchNorm still bounds what it receives;
@@ -187,19 +191,39 @@ def calibrate_batch_norms(model, run: Callable[[], object]) -> int:
     return len(done)
 
 
-def _stream_widths(model) -> set[int]:
-    """The widths the model's LayerNorm / RMSNorm layers normalise over: its residual streams."""
+def _norm_width(m) -> int | None:
+    """The width a LayerNorm / RMSNorm normalises over (a residual stream's width); None for any other module."""
     from torch import nn
 
-    widths = set()
-    for m in model.modules():
-        if isinstance(m, nn.LayerNorm) and m.normalized_shape:
-            widths.add(int(m.normalized_shape[-1]))
-        elif type(m).__name__.lower().endswith("rmsnorm"):
-            w = getattr(m, "weight", None)
-            if w is not None and w.dim() == 1:
-                widths.add(int(w.shape[0]))
-    return widths
+    if isinstance(m, nn.LayerNorm) and m.normalized_shape:
+        return int(m.normalized_shape[-1])
+    if type(m).__name__.lower().endswith("rmsnorm"):
+        w = getattr(m, "weight", None)
+        if w is not None and w.dim() == 1:
+            return int(w.shape[0])
+    return None
+
+
+def _stream_widths(model) -> set[int]:
+    """The widths the model's LayerNorm / RMSNorm layers normalise over: its residual streams."""
+    return {w for w in map(_norm_width, model.modules()) if w is not None}
+
+
+def _size(t) -> tuple[int, int]:
+    """(elements, leading axis) of a layer's output or a norm's input; (0, 1) when it is not one tensor."""
+    import torch
+
+    if not isinstance(t, torch.Tensor) or t.dim() < 2:
+        return 0, 1
+    return t.numel(), max(1, int(t.shape[0]))
+
+
+def _starts(layer: tuple[int, int], norm: tuple[int, int], width: int) -> bool:
+    """Whether a layer's output of that size can be the stream a norm reads: as many positions (tokens, pixels, in
+    every example and patch group: elements over the width, whatever the layout), or up to 8 more per leading row
+    (class, distillation and register tokens join before the first norm)."""
+    extra = norm[0] // width - layer[0] // width
+    return layer[0] > 0 and norm[0] > 0 and 0 <= extra <= 8 * norm[1]
 
 
 def apply_trained_ranges(model, run: Callable[[], object]) -> dict:
@@ -219,19 +243,22 @@ def apply_trained_ranges(model, run: Callable[[], object]) -> dict:
         started = {m.embedding_dim for m in model.modules() if isinstance(m, nn.Embedding)} & widths
         todo = widths - started
         if todo:
-            order: list[tuple[str, nn.Module]] = []
+            order: list[tuple[str, nn.Module, tuple[int, int]]] = []
+            read: dict[int, set[tuple[int, int]]] = {}   # stream width -> sizes of what its norms read
             names = {id(m): n for n, m in model.named_modules()}
             layers = [m for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d))]
-            handles = [m.register_forward_hook(lambda mod, _i, _o: order.append((names[id(mod)], mod)))
+            handles = [m.register_forward_hook(lambda mod, _i, o: order.append((names[id(mod)], mod, _size(o))))
                        for m in layers]
+            handles += [m.register_forward_hook(lambda mod, i, _o: read.setdefault(_norm_width(mod), set()).add(
+                _size(i[0] if i else None))) for m in model.modules() if _norm_width(m) in todo]
             try:
                 run()
             finally:
                 for h in handles:
                     h.remove()
-            for name, m in order:
+            for name, m, size in order:
                 width = m.out_features if isinstance(m, nn.Linear) else m.out_channels
-                if width in todo:
+                if width in todo and any(_starts(size, r, width) for r in read.get(width, ())):
                     idx = outlier_channels(width)
                     m.weight[idx] *= STREAM_OUTLIER
                     if m.bias is not None:
