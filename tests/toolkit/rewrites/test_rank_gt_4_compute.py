@@ -96,6 +96,9 @@ CASES = {
     "softmax_permuted": (None, lambda x: x.reshape(1, 4, 2, 8, 16).permute(0, 2, 1, 4, 3).softmax(-1).reshape(
         1, 16, 16, 4)),
     "outlook_attention": (None, _outlook_attention),
+    # RoFormer's rotary halves: the same stack, back to rank 4 with reshape_as
+    "rotary_reshape_as": (None, lambda x: (lambda q: torch.stack([-q[..., 1::2], q[..., ::2]], -1).reshape_as(q) * 0.5
+                                           + q)(x.reshape(1, 2, 64, 8))),
 }
 # within rel 2e-6, not bit-exact: products (summation order), and a softmax torch runs over another memory layout
 PRODUCTS = {"window_attention_einsum", "matmul_rank5", "local_attention_sdpa", "softmax_permuted", "outlook_attention"}
@@ -124,7 +127,8 @@ def test_bit_exact_in_torch_and_rank4_in_the_graph(name, tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["split_attention", "softmax_rank5", "window_attention_einsum", "unpatchify_einsum",
-                                  "rotary_stack", "local_attention_sdpa", "softmax_permuted", "outlook_attention"])
+                                  "rotary_stack", "local_attention_sdpa", "softmax_permuted", "outlook_attention",
+                                  "rotary_reshape_as"])
 def test_strict_gpu_matches_torch(gpu, name, tmp_path):
     torch.manual_seed(0)
     _gpu_clean(lower_rank_views(_module(name)), (torch.randn(1, 16, 8, 8),), tmp_path / "m.tflite")

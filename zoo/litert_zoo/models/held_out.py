@@ -6,7 +6,7 @@ develops against one of them, move it into the zoo and name a new one here.
 Renewed 2026-12-04: resmlp_12, poolformerv2_s12, nest_tiny, BiT and MobileBERT (developed against in that round)
 moved into the zoo; coat_lite_tiny, gcvit_xxtiny, volo_d1, CvT and RoFormer took their places, each run once
 before any change was made for it. volo_d1 was then developed against (F.fold, softmax of permuted views) and moved
-into the zoo too; Falcon took its place."""
+into the zoo too, and so was RoFormer (reshape_as of a rank-5 view); Falcon and ConvBERT took their places."""
 from __future__ import annotations
 
 from ..build import image
@@ -43,7 +43,7 @@ ROWS: tuple[ZooModel, ...] = (
     # depth grows by stage: CvtStage indexes its per-layer drop-path list by the stage number (transformers 5.24)
     _row("cvt", _hf("CvtModel", "CvtConfig", _hf_image(32), embed_dim=[16, 32, 48], num_heads=[1, 2, 3],
                     depth=[1, 2, 3], mlp_ratio=[2.0, 2.0, 2.0], drop_path_rate=[0.0, 0.0, 0.0]), "transformers"),
-    _row("roformer", _hf("RoFormerModel", "RoFormerConfig", _masked(), embedding_size=64, **_TEXT), "transformers",
+    _row("convbert", _hf("ConvBertModel", "ConvBertConfig", _masked(), embedding_size=64, **_TEXT), "transformers",
          "text"),
     _row("falcon", _causal_lm("FalconForCausalLM", "FalconConfig", vocab_size=100, hidden_size=64, num_hidden_layers=2,
                               num_attention_heads=4), "transformers", "llm"),

@@ -39,6 +39,7 @@ ROWS: tuple[ZooModel, ...] = (
     ZooModel("mobilebert", "text", _hf("MobileBertModel", "MobileBertConfig", _masked(), embedding_size=32,
                                        true_hidden_size=64, intra_bottleneck_size=64, num_feedforward_networks=2,
                                        **_TEXT)),
+    ZooModel("roformer", "text", _hf("RoFormerModel", "RoFormerConfig", _masked(), embedding_size=64, **_TEXT)),
     ZooModel("bert_position_ids", "text", _hf("BertModel", "BertConfig", _masked(position_ids=True), **_TEXT)),
     ZooModel("bert_6_heads", "text", _hf("BertModel", "BertConfig", _masked(), **{**_TEXT, "hidden_size": 96,
                                                                                    "num_attention_heads": 6})),

@@ -169,6 +169,10 @@ def _on_reshape(x, *shape, **kwargs):
     return _reshaped(x, _shape_arg(shape or (kwargs["shape"],)))
 
 
+def _on_reshape_as(x, other):           # RoFormer's rotary halves: stack(..., -1).reshape_as(q)
+    return _reshaped(x, list(other.shape)) if isinstance(other, torch.Tensor) else NotImplemented
+
+
 def _on_flatten(x, start_dim=0, end_dim=-1):
     if _lazy_of(x) is None or not isinstance(start_dim, int):
         return NotImplemented
@@ -324,6 +328,7 @@ def _binary(op):
 for _fns, _handler in (
         ((torch.Tensor.view,), _on_view),
         ((torch.Tensor.reshape, torch.reshape), _on_reshape),
+        ((torch.Tensor.reshape_as, torch.Tensor.view_as), _on_reshape_as),
         ((torch.Tensor.flatten, torch.flatten), _on_flatten),
         ((torch.Tensor.unflatten, torch.unflatten), _on_unflatten),
         ((torch.Tensor.unsqueeze, torch.unsqueeze), _on_unsqueeze),
