@@ -33,7 +33,9 @@ deterministic, no data):
     tokens join before the first norm), plus every free parameter of that width (class tokens, position tables).
     Without the positions test a hidden layer of an earlier stage that happened to have a later stream's width
     was taken (PoolFormerV2's stage-2 MLP expansion for the 512-wide last stage, x400 into a squared ReLU: 3.6e6
-    in fp32; Swin's and ConvNeXt's first MLPs likewise); a width no layer matches is left unplanted;
+    in fp32; Swin's and ConvNeXt's first MLPs likewise); a width no layer matches is left unplanted. A writer's
+    outlier channel that already carries an earlier stream's outliers is scaled only up to x400 the median
+    channel, so a hierarchy does not compound x400 per stage;
   * large BN-folded weights: in every BatchNorm, one channel in 16 gets weight x32 and bias +16, so after a ReLU
     those channels are large and all positive, and a global pool over them sums large values; set before
     `calibrate_batch_norms`, so the next BatchNorm still bounds what it receives;
@@ -226,6 +228,35 @@ def _starts(layer: tuple[int, int], norm: tuple[int, int], width: int) -> bool:
     return layer[0] > 0 and norm[0] > 0 and 0 <= extra <= 8 * norm[1]
 
 
+def _outlier_factors(layer, idx: list[int], run: Callable[[], object]) -> list[float]:
+    """How much to scale each of a stream writer's outlier channels: STREAM_OUTLIER, unless the channel already
+    carries an earlier stream's outliers (a stage's downsampling conv reading the previous stage's hot channels:
+    PiT's pooling conv maps channel c to 2c and 2c + 1, and outlier_channels(2w) meets 2 x outlier_channels(w));
+    then only what brings it to STREAM_OUTLIER x the median channel, so stages do not compound x400 per stage
+    (PiT's last stage reached 6.6e7)."""
+    import torch
+    from torch import nn
+
+    seen: list = []
+
+    def hook(_mod, _inp, out):
+        if not seen and isinstance(out, torch.Tensor) and out.dim() >= 2:
+            axis = out.dim() - 1 if isinstance(layer, nn.Linear) else 1
+            seen.append(out.detach().abs().transpose(0, axis).reshape(out.shape[axis], -1).amax(1))
+
+    handle = layer.register_forward_hook(hook)
+    try:
+        run()
+    finally:
+        handle.remove()
+    cold = [c for c in range(len(seen[0])) if c not in idx] if seen else []
+    median = float(seen[0][cold].median()) if cold else 0.0
+    if median <= 0:
+        return [STREAM_OUTLIER] * len(idx)
+    return [STREAM_OUTLIER if float(seen[0][c]) <= 4 * median else max(1.0, STREAM_OUTLIER * median / float(seen[0][c]))
+            for c in idx]
+
+
 def apply_trained_ranges(model, run: Callable[[], object]) -> dict:
     """Plant trained-network ranges in `model` (the `trained` mode of the module docstring), in place. `run()` is
     one forward pass, used to find the first layer writing each stream. Returns what was changed (for tests and
@@ -256,15 +287,18 @@ def apply_trained_ranges(model, run: Callable[[], object]) -> dict:
             finally:
                 for h in handles:
                     h.remove()
+            chosen = []
             for name, m, size in order:
                 width = m.out_features if isinstance(m, nn.Linear) else m.out_channels
                 if width in todo and any(_starts(size, r, width) for r in read.get(width, ())):
-                    idx = outlier_channels(width)
-                    m.weight[idx] *= STREAM_OUTLIER
-                    if m.bias is not None:
-                        m.bias[idx] *= STREAM_OUTLIER
-                    changed["writers"].append(name)
+                    chosen.append((name, m, outlier_channels(width)))
                     todo.discard(width)
+            for name, m, idx in chosen:          # in execution order: a later stream sees the earlier plants
+                for c, factor in zip(idx, _outlier_factors(m, idx, run)):
+                    m.weight[c] *= factor
+                    if m.bias is not None:
+                        m.bias[c] *= factor
+                changed["writers"].append(name)
             started = widths - todo
             # class / mask tokens and position tables join the stream where it starts: the same channels
             for name, p in model.named_parameters():
