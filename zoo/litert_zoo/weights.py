@@ -34,8 +34,8 @@ deterministic, no data):
     Without the positions test a hidden layer of an earlier stage that happened to have a later stream's width
     was taken (PoolFormerV2's stage-2 MLP expansion for the 512-wide last stage, x400 into a squared ReLU: 3.6e6
     in fp32; Swin's and ConvNeXt's first MLPs likewise); a width no layer matches is left unplanted. A writer's
-    outlier channel that already carries an earlier stream's outliers is scaled only up to x400 the median
-    channel, so a hierarchy does not compound x400 per stage;
+    outlier channel that already runs above 4x the first writer's median channel (it reads an earlier stream's
+    outliers) is scaled only up to x400 that median, so a hierarchy does not compound x400 per stage;
   * large BN-folded weights: in every BatchNorm, one channel in 16 gets weight x32 and bias +16, so after a ReLU
     those channels are large and all positive, and a global pool over them sums large values; set before
     `calibrate_batch_norms`, so the next BatchNorm still bounds what it receives;
@@ -228,12 +228,8 @@ def _starts(layer: tuple[int, int], norm: tuple[int, int], width: int) -> bool:
     return layer[0] > 0 and norm[0] > 0 and 0 <= extra <= 8 * norm[1]
 
 
-def _outlier_factors(layer, idx: list[int], run: Callable[[], object]) -> list[float]:
-    """How much to scale each of a stream writer's outlier channels: STREAM_OUTLIER, unless the channel already
-    carries an earlier stream's outliers (a stage's downsampling conv reading the previous stage's hot channels:
-    PiT's pooling conv maps channel c to 2c and 2c + 1, and outlier_channels(2w) meets 2 x outlier_channels(w));
-    then only what brings it to STREAM_OUTLIER x the median channel, so stages do not compound x400 per stage
-    (PiT's last stage reached 6.6e7)."""
+def _channel_peaks(layer, run: Callable[[], object]):
+    """Largest |value| of each output channel of `layer` on its first call in `run()`; None if it is not called."""
     import torch
     from torch import nn
 
@@ -249,11 +245,19 @@ def _outlier_factors(layer, idx: list[int], run: Callable[[], object]) -> list[f
         run()
     finally:
         handle.remove()
-    cold = [c for c in range(len(seen[0])) if c not in idx] if seen else []
-    median = float(seen[0][cold].median()) if cold else 0.0
-    if median <= 0:
+    return seen[0] if seen else None
+
+
+def _outlier_factors(peaks, idx: list[int], typical: float) -> list[float]:
+    """How much to scale each of a stream writer's outlier channels: STREAM_OUTLIER, unless the channel already
+    runs well above the network's typical channel (`typical`: the first writer's median channel, before any
+    plant) because it reads an earlier stream's outliers -- a stage's downsampling conv (PiT's maps channel c to
+    2c and 2c + 1, and outlier_channels(2w) meets 2 x outlier_channels(w); VOLO's reads the stream with no norm
+    in between, so every output channel carries the outliers). Then only what brings it to STREAM_OUTLIER x
+    `typical`, so stages do not compound x400 per stage (PiT's last stage reached 6.6e7, VOLO's 1.6e5)."""
+    if peaks is None or typical <= 0:
         return [STREAM_OUTLIER] * len(idx)
-    return [STREAM_OUTLIER if float(seen[0][c]) <= 4 * median else max(1.0, STREAM_OUTLIER * median / float(seen[0][c]))
+    return [STREAM_OUTLIER if float(peaks[c]) <= 4 * typical else max(1.0, STREAM_OUTLIER * typical / float(peaks[c]))
             for c in idx]
 
 
@@ -293,8 +297,12 @@ def apply_trained_ranges(model, run: Callable[[], object]) -> dict:
                 if width in todo and any(_starts(size, r, width) for r in read.get(width, ())):
                     chosen.append((name, m, outlier_channels(width)))
                     todo.discard(width)
+            typical = 0.0
             for name, m, idx in chosen:          # in execution order: a later stream sees the earlier plants
-                for c, factor in zip(idx, _outlier_factors(m, idx, run)):
+                peaks = _channel_peaks(m, run)
+                if not typical and peaks is not None:
+                    typical = float(peaks[[c for c in range(len(peaks)) if c not in idx]].median())
+                for c, factor in zip(idx, _outlier_factors(peaks, idx, typical)):
                     m.weight[c] *= factor
                     if m.bias is not None:
                         m.bias[c] *= factor
