@@ -6,7 +6,10 @@ develops against one of them, move it into the zoo and name a new one here.
 Renewed 2026-12-04: resmlp_12, poolformerv2_s12, nest_tiny, BiT and MobileBERT (developed against in that round)
 moved into the zoo; coat_lite_tiny, gcvit_xxtiny, volo_d1, CvT and RoFormer took their places, each run once
 before any change was made for it. volo_d1 was then developed against (F.fold, softmax of permuted views) and moved
-into the zoo too, and so was RoFormer (reshape_as of a rank-5 view); Falcon and ConvBERT took their places."""
+into the zoo too, and so was RoFormer (reshape_as of a rank-5 view); Falcon and ConvBERT took their places.
+First runs of the seven new rows, before any change for them (zoo/held_out/results.json at the commits that
+added them): coat_lite_tiny, gcvit_xxtiny, CvT, Falcon, ConvBERT PASS; volo_d1 INVALID_MODEL (F.fold's scatter);
+RoFormer FALLBACK (86/207 ops on GPU)."""
 from __future__ import annotations
 
 from ..build import image
