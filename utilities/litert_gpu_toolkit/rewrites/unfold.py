@@ -127,14 +127,16 @@ def _spread(x: torch.Tensor, step: int, dim: int) -> torch.Tensor:
     cut: n slices -> (n - 1) * step + 1. Rank 4 throughout: the new axis sits next to `dim` in a merged view."""
     if step == 1:
         return x
-    a, b, h, w = (int(v) for v in x.shape)
-    if dim == 2:
-        y = x.reshape(a * b, h, 1, w)
-        y = torch.cat([y, y.new_zeros(a * b, h, step - 1, w)], 2).reshape(a, b, h * step, w)
-        return y[:, :, :(h - 1) * step + 1]
-    y = x.reshape(a * b, h, w, 1)
-    y = torch.cat([y, y.new_zeros(a * b, h, w, step - 1)], 3).reshape(a, b, h, w * step)
-    return y[:, :, :, :(w - 1) * step + 1]
+    a, b, *rest = (int(v) for v in x.shape)
+    n = rest[dim - 2]
+    view = [a * b, *rest]
+    view.insert(dim, 1)                              # (a*b, h, 1, w) or (a*b, h, w, 1)
+    zeros = list(view)
+    zeros[dim] = step - 1
+    out = [a, b, *rest]
+    out[dim] = n * step
+    y = torch.cat([x.reshape(view), x.new_zeros(zeros)], dim).reshape(out)
+    return y.narrow(dim, 0, (n - 1) * step + 1)
 
 
 def col2im(cols: torch.Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1):
