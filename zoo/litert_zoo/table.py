@@ -119,19 +119,20 @@ def render_table(rows: dict[str, ZooRow], env: dict, held_out: bool = False) -> 
         *[f"| {lib} | {n} | {p} | {pp} |" for lib, n, p, pp in _by_library(done)],
         "",
         ("Models: small configs with random weights redrawn so activations are O(1), then trained ranges planted: "
-         "two outlier channels x400 in every residual stream, one BatchNorm channel in 16 with weight x32 and bias "
-         "+16, layer scales log-uniform in [1e-5, 1e-1] (`--activations trained`; the rules are the docstring of "
+         "two outlier channels x400 in every residual stream, one BatchNorm channel in 16 with weight x4 and bias "
+         "+2 (measured against real ImageNet CNNs), layer scales log-uniform in [1e-5, 1e-1] (`--activations "
+         "trained`; the rules are the docstring of "
          "`zoo/litert_zoo/weights.py`; the O(1) mode's table is `zoo/README.md`)" if trained else
          "Models: small configs with random weights redrawn so activations are O(1) (the rule is the docstring of "
          "`zoo/litert_zoo/weights.py`; `--activations trained` plants trained ranges: `zoo/trained/README.md`)")
         + "; nothing is downloaded. `zoo/compare_ranges.py` prints both modes' per-block ranges, and how well each "
         "block's values survive fp16 storage (torch16), next to a real trained network's where its weights install "
-        "offline (MobileNetV2 today; run 2026-12-03: the real network keeps torch16 >= 0.99997 at every block, the "
-        "trained-mode plant falls to 0.91 -- its BatchNorm x32 channels make a network that fp16 storage itself "
-        "cannot carry, which no exact rewrite changes; bisect reports such a row as `storage_bound`). Text encoders "
-        "are called as users "
-        "call them: two "
-        "sequences, one padded, with attention_mask and token type ids; every output a user reads is compared "
+        "offline (MobileNetV2 and EfficientNet-Lite0; run 2026-12-04: the loudest real BatchNorm layer stands x8.6 "
+        "/ x10.2 over its median channel, the trained plant's 90th percentile x60 / x57; the plant before "
+        "2026-12-04, x32 and +16, stood x115 at a MobileNetV2 block against the real x4.1, and its torch16 fell to "
+        "0.91 where the real network keeps 0.99998 -- fp16 storage itself could not carry it; bisect reports such a "
+        "row as `storage_bound`). Text encoders are called as users call them: two sequences, one padded, with "
+        "attention_mask and token type ids; every output a user reads is compared "
         "(pooled and projected embeddings, logits, a decode step's updated KV cache), not only the first.",
         "",
         "Columns: *plain* = `convert_for_gpu(..., patches=False)`, run only where the defaults do not PASS "
