@@ -102,6 +102,28 @@ def test_auto_boundaries_pick_the_repeated_blocks():
     assert auto_boundaries(Deep(3)) == ["layers.0", "layers.1", "layers.2"]
 
 
+def test_blocks_kept_as_lists_of_layers_are_tapped_at_the_layers():
+    """Funnel's encoder: a ModuleList of blocks, each a ModuleList of layers the model loops over. A ModuleList
+    never runs itself, so the taps are its layers (before, bisect found no boundary at all)."""
+    class Nested(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Linear(8, 16)
+            self.blocks = torch.nn.ModuleList(
+                torch.nn.ModuleList(torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU()) for _ in range(n))
+                for n in (2, 1))
+
+        def forward(self, x):
+            x = self.embed(x)
+            for block in self.blocks:
+                for layer in block:
+                    x = x + layer(x)
+            return x
+
+    names = auto_boundaries(Nested(), (torch.randn(2, 8),))
+    assert names == ["embed", "blocks.0.0", "blocks.0.1", "blocks.1.0", ""], names
+
+
 def test_a_flat_graph_behind_a_wrapper_is_tapped_at_its_layers():
     """A torch.fx GraphModule (what onnx2torch and symbolic tracing give: no ModuleList / Sequential left) wrapped
     in a single-child module, as GpuRewriteWrapper wraps a model: the taps are its layers, in execution order."""

@@ -90,7 +90,7 @@ def auto_boundaries(model, example_inputs: Sequence | None = None, max_boundarie
                  else _flat_children(model))
     if example_inputs is not None:
         order, out = traced or execution_order(model, example_inputs, forward)
-        names = sorted((n for n in names if n in order), key=order.__getitem__)
+        names = sorted(_ran(model, names, order), key=order.__getitem__)
         stem = _stem(model, names[0], order) if names else None
         if stem is not None:
             names.insert(0, stem)
@@ -100,6 +100,21 @@ def auto_boundaries(model, example_inputs: Sequence | None = None, max_boundarie
         keep = sorted({round(i * (len(names) - 1) / (max_boundaries - 1)) for i in range(max_boundaries)})
         names = [names[i] for i in keep]
     return names
+
+
+def _ran(model, names: list[str], order: dict[str, int]) -> list[str]:
+    """The names whose forward ran; a ModuleList never runs itself (the model loops over it), so one that is a
+    block -- Funnel's encoder keeps a ModuleList of layers per block -- stands for its members that ran."""
+    import torch.nn as nn
+
+    kept: list[str] = []
+    for name in names:
+        module = model.get_submodule(name)
+        if name in order:
+            kept.append(name)
+        elif isinstance(module, nn.ModuleList):
+            kept += _ran(model, [f"{name}.{k}" for k, _ in module.named_children()], order)
+    return kept
 
 
 def _stem(model, first: str, order: dict[str, int]) -> str | None:

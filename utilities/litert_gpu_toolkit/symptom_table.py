@@ -359,6 +359,16 @@ SYMPTOMS: tuple[Symptom, ...] = (
         log=r"batched mat mul",
     ),
     Symptom(
+        id="bool_slice",
+        seen="STRIDED_SLICE rejected by the GPU delegate ('Max version supported: 2. Requested version 3.')",
+        cause="A stepped slice of a bool tensor (mask[:, ::2]: Funnel Transformer pools its attention and token-type "
+              "masks so) converts to the bool form of STRIDED_SLICE, version 3; the GPU takes version 2 at most. The "
+              "same slice of a float tensor runs. Measured on llvmpipe, ai-edge-litert 2.3.0.",
+        rewrites=("patch_bool_slice",),
+        ops=("STRIDED_SLICE",),
+        log=r"STRIDED_SLICE: Max version supported",
+    ),
+    Symptom(
         id="avg_pool",
         seen="a padded average pool (AvgPool2d with padding) compiles GPU-only and returns wrong numbers, or "
              "STABLEHLO_REDUCE_WINDOW is rejected (count_include_pad=False)",

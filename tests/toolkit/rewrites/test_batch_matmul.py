@@ -41,14 +41,57 @@ class Pooling(nn.Module):
         return self.attn(self.probe.repeat(x.shape[0], 1, 1), x, x)[0]
 
 
+class SegmentEinsum(nn.Module):
+    """Funnel's relative attention: einsums of the runtime queries with learned tables, written either way round,
+    and one whose table axis is summed away (torch's einsum may put the constant on the left)."""
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(2)
+        self.seg = nn.Parameter(torch.randn(2, 4, 8, generator=g))        # segments, heads, head dim
+        self.rel = nn.Parameter(torch.randn(12, 4, 8, generator=g))       # relative positions, heads, head dim
+
+    def forward(self, q):                                                  # batch, tokens, heads, head dim
+        segments = torch.einsum("bind,snd->bnis", q, self.seg)
+        positions = torch.einsum("tnh,binh->bnit", self.rel, q)
+        summed = torch.einsum("bind,snd->bni", q, self.seg)
+        return torch.cat([segments, positions], -1) + summed[..., None]
+
+
+EINSUM_CASES = ["einsum"]
+
+
 def _inputs():
     g = torch.Generator().manual_seed(1)
     return {"learned": (LearnedQuery(), (torch.randn(1, 4, 6, 8, generator=g), torch.randn(1, 4, 6, 8, generator=g))),
             "broadcast": (Broadcast(), (torch.randn(1, 1, 6, 8, generator=g), torch.randn(1, 4, 6, 8, generator=g))),
-            "pooling": (Pooling().eval(), (torch.randn(1, 6, 16, generator=g),))}
+            "pooling": (Pooling().eval(), (torch.randn(1, 6, 16, generator=g),)),
+            "einsum": (SegmentEinsum(), (torch.randn(2, 6, 4, 8, generator=g),))}
 
 
-@pytest.mark.parametrize("case", ["learned", "broadcast", "pooling"])
+def test_einsum_with_one_constant_operand_is_one_matmul_with_the_constant_right():
+    from litert_gpu_toolkit.rewrites.batch_matmul import einsum_runtime_left
+    from litert_gpu_toolkit.rewrites.gather_nd.index_math import constant
+
+    calls = []
+
+    def matmul(a, b):
+        calls.append((a.requires_grad, b.requires_grad))        # which operand comes from the runtime q
+        return torch.matmul(a, b)
+
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(2, 6, 4, 8, generator=g).requires_grad_()
+    table = constant(torch.randn(2, 4, 8, generator=g))
+    for eq, args in [("bind,snd->bnis", (q, table)), ("snd,bind->bnsi", (table, q)), ("bind,snd->bni", (q, table)),
+                     ("bind,snd->sd", (q, table))]:
+        got, ref = einsum_runtime_left(eq, *args, matmul=matmul).detach(), torch.einsum(eq, *args).detach()
+        assert got.shape == ref.shape and torch.allclose(got, ref, rtol=0, atol=1e-5 * float(ref.abs().max())), eq
+    assert calls == [(True, False)] * 4                          # one matmul each, the runtime operand left
+    assert einsum_runtime_left("bind,bjnd->bnij", q, q) is NotImplemented            # two runtime operands
+    assert einsum_runtime_left("...d,snd->...sn", q, table) is NotImplemented        # an ellipsis: torch's own
+
+
+@pytest.mark.parametrize("case", ["learned", "broadcast", "pooling", *EINSUM_CASES])
 def test_exact_in_torch(case):
     model, args = _inputs()[case]
     with torch.no_grad():
@@ -63,7 +106,7 @@ def _constant_left_operands(path):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case,plain_verdict", [("learned", "FALLBACK"), ("broadcast", "NUMERICS_FAIL"),
-                                                ("pooling", "FALLBACK")])
+                                                ("pooling", "FALLBACK"), ("einsum", "FALLBACK")])
 def test_gpu(case, plain_verdict, gpu, tmp_path):
     model, args = _inputs()[case]
     plain = convert_for_gpu(model, args, tmp_path / "plain.tflite", patches=False)

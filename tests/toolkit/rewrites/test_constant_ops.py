@@ -277,3 +277,33 @@ def test_assignment_into_a_constant_is_a_constant(gpu, tmp_path):
     assert fixed.ok, fixed.summary()
     ops = read_model_info(fixed.path).op_histogram()
     assert not any("SCATTER" in op for op in ops) and "BROADCAST_TO" not in ops, ops
+
+
+class SinusoidGather(nn.Module):
+    """Funnel's relative position table: sin / cos of an arange (through eval-mode dropout), rows gathered by an
+    expanded index -- no input in it, so one constant (plain, an unfolded BROADCAST_TO and a one-hot matmul)."""
+
+    def __init__(self, d=16):
+        super().__init__()
+        self.d, self.drop = d, nn.Dropout(0.1)
+
+    def forward(self, x):                                                  # [B, S, d]
+        s = x.shape[1]
+        inv_freq = 1 / (10000 ** (torch.arange(0, self.d // 2, dtype=torch.int64).to(x.dtype) / (self.d // 2)))
+        sinusoid = torch.arange(-2 * s, 2 * s, dtype=torch.int64).to(x.dtype)[:, None] * inv_freq[None]
+        table = torch.cat([self.drop(torch.sin(sinusoid)), self.drop(torch.cos(sinusoid))], -1)
+        rel = (torch.arange(s)[:, None] + 2 * s).expand(s, self.d)
+        return x + torch.gather(table, 0, rel)
+
+
+@pytest.mark.gpu
+def test_a_sinusoid_table_gathered_is_a_constant(gpu, tmp_path):
+    x = torch.randn(2, 8, 16, generator=torch.Generator().manual_seed(8))
+    model = SinusoidGather().eval()
+    with torch.no_grad():
+        assert torch.equal(GpuRewriteWrapper(model, include=["patch_fold_index_math"])(x), model(x))
+    plain = convert_for_gpu(model, (x,), tmp_path / "plain.tflite", patches=False)
+    assert plain.verdict == "FALLBACK", plain.summary()
+    fixed = convert_for_gpu(model, (x,), tmp_path / "fixed.tflite", only=["patch_fold_index_math"])
+    assert fixed.ok, fixed.summary()
+    assert set(read_model_info(fixed.path).op_histogram()) == {"ADD"}, read_model_info(fixed.path).op_histogram()

@@ -97,3 +97,44 @@ def test_big_constant_fill_on_the_gpu(gpu, tmp_path):
     fixed = convert_for_gpu(MaskedFill(), (x, drop), tmp_path / "fill.tflite", only=["patch_select"])
     assert fixed.ok, fixed.summary()
     assert not _muls_with_big_constants(fixed.path)
+
+
+class ScaledMask(nn.Module):
+    """Funnel's attention mask: the scores minus 1e6 times (1 - mask) -- a product with a number fp16 cannot hold
+    (inf on the fp16 GPU, and 0 * inf = NaN at every kept position) -- and XLNet-style 1e30 on the other side."""
+
+    def forward(self, q, k, mask):                            # mask: [B, S] of 0 / 1, as HF's attention_mask
+        scores = q @ k.transpose(-1, -2) - 1e6 * (1 - mask[:, None, None].float())
+        return torch.softmax(scores, dim=-1) + torch.softmax(q @ k.transpose(-1, -2) + (mask[:, None, None] - 1)
+                                                             * 1e30, dim=-1)
+
+
+def _scaled_mask_inputs():
+    g = torch.Generator().manual_seed(3)
+    q, k = (torch.randn(2, 2, 8, 16, generator=g) for _ in range(2))
+    mask = torch.ones(2, 8, dtype=torch.int64)
+    mask[1, 5:] = 0                                           # the second sequence is padded
+    return q, k, mask
+
+
+def test_a_mask_scaled_past_fp16_is_exact_in_torch_and_never_a_product_with_the_number():
+    from litert_gpu_toolkit.rewrites.fp16_overflow.mask_fill import big_scale
+
+    t = torch.tensor([0.0, 1.0, -1.0, 0.25, -3.5, 1e-3])
+    for c in (1e6, -1e6, 1e30, -7e4):
+        got, ref = big_scale(t, c), c * t
+        assert torch.allclose(got, ref, rtol=1e-5, atol=0), (c, got, ref)
+        assert float(got[0]) == 0.0
+    with torch.no_grad():
+        got = GpuRewriteWrapper(ScaledMask(), include=["patch_mask_scale_exact"])(*_scaled_mask_inputs())
+        assert torch.equal(got, ScaledMask()(*_scaled_mask_inputs()))   # softmax: the same zeros and weights
+
+
+def test_a_mask_scaled_past_fp16_on_the_gpu(gpu, tmp_path):
+    args = _scaled_mask_inputs()
+    plain = convert_for_gpu(ScaledMask(), args, tmp_path / "plain.tflite", patches=False)
+    assert plain.verdict == "NUMERICS_FAIL", plain.summary()
+    fixed = convert_for_gpu(ScaledMask(), args, tmp_path / "fixed.tflite",
+                            only=["patch_mask_scale_exact", "patch_safe_softmax", "patch_matmul_operands"])
+    assert fixed.ok, fixed.summary()
+    assert _muls_with_big_constants(plain.path) and not _muls_with_big_constants(fixed.path)

@@ -8,11 +8,16 @@ Measured on llvmpipe, ai-edge-litert 2.3.0 (tests/toolkit/rewrites/test_batch_ma
     GPU-only and return wrong numbers (corr ~0.5).
 A constant right operand, and runtime operands with equal batch axes, are right.
 
-`patch_matmul_operands` (default, functional) rewrites `torch.matmul` / `@` / `torch.bmm`:
+`patch_matmul_operands` (default, functional) rewrites `torch.matmul` / `@` / `torch.bmm` / `torch.einsum`:
   * constant @ runtime as (runtime^T @ constant^T)^T: the constant moves to the right. Exact to fp32 rounding
     (the same products; the sum order may differ);
   * runtime @ runtime with broadcast batch axes: the broadcast operand is copied along those axes by
-    concatenation (`expand_by_cat`, no BROADCAST_TO), so both batch shapes are equal. Exact (copies only).
+    concatenation (`expand_by_cat`, no BROADCAST_TO), so both batch shapes are equal. Exact (copies only);
+  * a two-operand einsum of a runtime and a constant operand (Funnel's `einsum("bind,snd->bnis", q, seg_embed)`,
+    Transformer-XL-style relative attention) is written out as one matmul with the runtime operand on the left:
+    torch's own einsum may order the pair either way, and put the constant left. Letters of both operands and the
+    output are batch axes, of both operands only the contraction, of one operand only summed first. Exact to fp32
+    rounding (the same products; the sum order may differ).
 A constant is a tensor whose value `patch_fold_constants` / `patch_fold_index_math` know (parameters, buffers,
 index math). `F.multi_head_attention_forward` (nn.MultiheadAttention) does its products inside one torch call that
 the rewrites cannot see into; it is written out here (`multi_head_attention`) for the common options, so they can.
@@ -102,6 +107,67 @@ def _baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
         product = torch.bmm(batch1, batch2)
         product = product if alpha == 1 else product * alpha
         return product + (input if beta == 1 else input * beta)
+
+
+def _einsum_parts(equation: str, ndims: tuple[int, int]):
+    """(left letters, right letters, output letters) of a plain two-operand einsum (explicit output, no ellipsis,
+    no letter twice in one operand), or None."""
+    eq = equation.replace(" ", "")
+    if "..." in eq or "->" not in eq:
+        return None
+    ins, out = eq.split("->")
+    parts = ins.split(",")
+    if len(parts) != 2 or any(len(set(s)) != len(s) for s in (*parts, out)) or \
+            tuple(len(s) for s in parts) != ndims or not set(out) <= set(parts[0]) | set(parts[1]):
+        return None
+    return parts[0], parts[1], out
+
+
+def einsum_runtime_left(equation: str, a: torch.Tensor, b: torch.Tensor, matmul=torch.matmul):
+    """einsum(equation, a, b) as one matmul with the runtime operand on the left (see the module docstring); the
+    operand that is constant goes right. NotImplemented unless exactly one operand is constant."""
+    parts = _einsum_parts(equation, (a.dim(), b.dim())) if all(isinstance(t, torch.Tensor) for t in (a, b)) \
+        else None
+    if parts is None or _is_constant(a) == _is_constant(b) or max(a.dim(), b.dim()) > 4:
+        return NotImplemented                       # rank-5 views are lower_rank_views' (products.py)
+    sa, sb, out = parts
+    if _is_constant(a):
+        a, b, sa, sb = b, a, sb, sa
+    # a letter of one operand only, and not of the output, is summed away first
+    a_sum = [i for i, c in enumerate(sa) if c not in sb and c not in out]
+    b_sum = [i for i, c in enumerate(sb) if c not in sa and c not in out]
+    if a_sum:
+        a, sa = a.sum(a_sum), "".join(c for c in sa if c in sb or c in out)
+    if b_sum:
+        b, sb = b.sum(b_sum), "".join(c for c in sb if c in sa or c in out)
+    batch = [c for c in out if c in sa and c in sb]
+    left = [c for c in out if c in sa and c not in sb]
+    right = [c for c in out if c in sb and c not in sa]
+    inner = [c for c in sa if c in sb and c not in out]
+    size = {**dict(zip(sa, a.shape)), **dict(zip(sb, b.shape))}
+    n = lambda letters: math.prod(size[c] for c in letters)     # noqa: E731
+    lhs = a.permute([sa.index(c) for c in batch + left + inner]).reshape(
+        ([n(batch)] if batch else []) + [n(left), n(inner)])
+    rhs = b.permute([sb.index(c) for c in batch + inner + right]).reshape(
+        ([n(batch)] if batch else []) + [n(inner), n(right)])
+    product = matmul(lhs, rhs).reshape([size[c] for c in batch + left + right])
+    order = batch + left + right
+    return product.permute([order.index(c) for c in out])
+
+
+@register_handler(torch.einsum, "patch_matmul_operands")
+def _einsum(equation, *operands):
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    if not isinstance(equation, str) or len(operands) != 2:
+        return NotImplemented
+    from .functional import active_mode
+
+    mode = active_mode()
+    if mode is None:
+        return NotImplemented
+    with mode:                  # the written-out product meets the other rewrites (and the constant stays right)
+        return einsum_runtime_left(equation, *operands)
 
 
 # ------------------------------------------------------------------------------- nn.MultiheadAttention

@@ -61,7 +61,7 @@ REWRITE_MODULES = ("gather_nd", "rank_gt_4", "cumsum", "constant_resize", "trans
                    "split", "linear_channel_attention", "fft", "reverse_v2", "grouped_conv", "fp16_overflow",
                    "fp16_silent_zero", "constant_blowup", "conv_forms", "unfold", "recurrent",
                    "parametrized_weights", "constant_operand", "avg_pool", "strided_assign", "fp16_degraded",
-                   "padded_mean")
+                   "padded_mean", "bool_slice")
 _MISSING: list[str] = []
 _LOADED = False
 

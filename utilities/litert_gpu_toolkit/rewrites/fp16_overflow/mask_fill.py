@@ -2,7 +2,12 @@
 
 `patch_mask_fill_exact` (default on, exact): `torch.where(cond, a, c)` with a constant c beyond fp16's
 range as a SELECT-free form whose c term is `clamp(log(m), min=c)` -- never a product with c.
-`patch_mask_fill_fp16` (opt-in, approximate): the same fill as -1e4.
+`patch_mask_scale_exact` (default on): a runtime tensor times a number beyond fp16's range -- Funnel's
+`scores - 1e6 * (1 - mask)`, XLNet's `1e30 * mask` -- as exp(log|c| + log t) over t's positive and negative
+parts, never a product with c: where t is 0 the term is exp(-inf) = 0, not the 0 * inf = NaN of the fp16 GPU.
+Equal to c * t to fp32 rounding of the exp / log: relative <= (|log|c|| + |log|t||) * 2^-23, 1e-5 for
+|c| <= 1e30 and |t| in [1e-3, 1e3]; exactly 0 where t is 0.
+`patch_mask_fill_fp16` (opt-in, approximate): the fill as -1e4.
 """
 from __future__ import annotations
 
@@ -103,6 +108,31 @@ def _mask_fill_exact_handler(cond, input=None, other=None, *, out=None):
         return NotImplemented
 
 
+def big_scale(t: torch.Tensor, c: float) -> torch.Tensor:
+    """c * t for a finite number |c| > 65504, as exp(log|c| + log t+) - exp(log|c| + log t-) with t+ / t- the
+    positive / negative parts of t (see the module docstring). No op ever holds c itself."""
+    lc = math.log(abs(c))
+    out = torch.exp(torch.log(torch.relu(t)) + lc) - torch.exp(torch.log(torch.relu(-t)) + lc)
+    return out if c > 0 else -out
+
+
+def _scale_handler(a, b=None, *, out=None):
+    if b is None or out is not None:
+        return NotImplemented
+    t, c = (a, _big(_number(b))) if isinstance(a, torch.Tensor) else (b, _big(_number(a)))
+    if c is None or not isinstance(t, torch.Tensor) or t.is_complex() or value_of(t) is not None:
+        return NotImplemented
+    from ..functional import in_active_mode
+
+    if not t.is_floating_point():             # an integer / bool mask times a float number: a float result
+        t = in_active_mode(t.to, torch.result_type(t, c))
+    return in_active_mode(big_scale, t, c)
+
+
+for _f in (torch.mul, torch.Tensor.mul, torch.Tensor.__mul__, torch.Tensor.__rmul__):
+    HANDLERS.setdefault(_f, []).append(("patch_mask_scale_exact", _scale_handler))
+
+
 # ahead of patch_select's handler: it sees HF's `torch.where(mask, 0, finfo(float32).min)` first
 HANDLERS.setdefault(torch.where, []).insert(0, ("patch_mask_fill_exact", _mask_fill_exact_handler))
 HANDLERS[torch.where].insert(0, ("patch_mask_fill_fp16", _mask_fill_handler))    # opt-in: wins when asked for
@@ -117,6 +147,16 @@ def patch_mask_fill_exact(model: nn.Module) -> list[Change]:
     masked positions hold -inf (c in fp16) and softmax gives them weight 0 as torch does. The one difference:
     a row with every position masked is uniform in torch and NaN on the fp16 GPU (-inf - -inf).
     Functional only (handler on torch.where)."""
+    return []
+
+
+@register("patch_mask_scale_exact", wall="fp16_overflow")
+def patch_mask_scale_exact(model: nn.Module) -> list[Change]:
+    """Default on. Wall: an additive attention mask made by scaling a 0 / 1 mask with a number beyond fp16's range
+    (Funnel: `scores - 1e6 * (1 - mask)`): on the fp16 GPU the number is inf and the kept positions get 0 * inf =
+    NaN, or wrong scores (Funnel: corr 0.84 at full residency, llvmpipe). `big_scale` writes c * t as exp(log|c| +
+    log t) over t's signed parts: 0 stays 0, a masked score is -inf as in `patch_mask_fill_exact`. Equal to the
+    product to fp32 rounding of exp / log (relative <= 1e-5 for |c| <= 1e30). Functional only (handlers on mul)."""
     return []
 
 

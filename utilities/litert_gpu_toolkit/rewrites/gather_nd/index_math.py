@@ -41,13 +41,16 @@ FOLDED = (
     torch.add, T.add, T.__add__, T.__radd__, torch.sub, T.sub, T.__sub__, T.__rsub__, torch.mul, T.mul, T.__mul__,
     T.__rmul__, torch.div, T.div, T.__truediv__, T.__rtruediv__, T.__floordiv__, T.__rfloordiv__, torch.floor_divide,
     T.__mod__, torch.remainder, T.__neg__, torch.neg, torch.abs, T.abs, T.__abs__, torch.sign, T.sign, T.__pow__,
-    torch.pow, torch.log, T.log, torch.exp, T.exp, torch.sqrt, torch.floor, torch.ceil, T.ceil, T.floor, torch.round,
+    T.__rpow__, torch.pow, torch.log, T.log, torch.exp, T.exp, torch.sqrt, torch.floor, torch.ceil, T.ceil, T.floor,
+    torch.round,
     torch.clamp, T.clamp, T.clamp_min, T.clamp_max, torch.minimum, torch.maximum, torch.min, torch.max, T.min, T.max,
     torch.eq, T.eq, T.__eq__, torch.ne, T.ne, T.__ne__, torch.lt, T.lt, T.__lt__, torch.le, T.le, T.__le__,
     torch.gt, T.gt, T.__gt__, torch.ge, T.ge, T.__ge__, T.__and__, T.__or__, T.__xor__, T.__invert__, T.__rand__,
     T.__ror__, torch.logical_and, torch.logical_or, torch.logical_not, T.logical_and, T.logical_or, T.logical_not,
     torch.bitwise_and, torch.bitwise_or, torch.where, T.where, T.masked_fill, torch.diff, T.diff,
     torch.cumsum, T.cumsum, torch.sum, T.sum, T.any, T.all, torch.triu, torch.tril, T.triu, T.tril,
+    # sinusoidal position tables and lookups into them (Funnel, Transformer-XL: sin / cos of an arange, gathered)
+    torch.sin, T.sin, torch.cos, T.cos, torch.gather, T.gather, torch.einsum, torch.outer,
     # dtype and view changes, joins
     T.to, T.long, T.int, T.bool, T.float, T.type_as, T.__getitem__, T.unsqueeze, torch.unsqueeze, T.squeeze,
     T.view, T.reshape, torch.reshape, T.expand, T.expand_as, T.repeat, T.permute, T.transpose, torch.transpose,
@@ -219,6 +222,16 @@ def _augmented(func):
             forget(self)
         return out
     return handler
+
+
+def _dropout(input, p=0.5, training=True, inplace=False):
+    """An eval-mode (or p = 0) dropout of a tensor with a value is that tensor (torch returns its input then)."""
+    if value_of(input) is None or (training and p > 0):
+        return NotImplemented
+    return input
+
+
+HANDLERS.setdefault(torch.nn.functional.dropout, []).insert(0, ("patch_fold_index_math", _dropout))
 
 
 def fold_entry(func):
