@@ -212,3 +212,40 @@ def test_a_meshgrid_of_aranges_folds_to_a_constant(tmp_path):
     plain = read_model_info(export_tflite(model, (x,), tmp_path / "plain.tflite")).op_histogram()
     fixed = read_model_info(export_tflite(wrapped, (x,), tmp_path / "fixed.tflite")).op_histogram()
     assert "BROADCAST_TO" in plain and set(fixed) == {"ADD"}, (plain, fixed)
+
+
+class SegmentsAndShift(nn.Module):
+    """XLNet: a segment matrix one-hot encoded from the runtime token types, and a relative shift that keeps the
+    first klen positions with index_select by an arange."""
+
+    def forward(self, x, token_type_ids):                     # x [B, H, S, 2S], token_type_ids [B, S]
+        seg = (token_type_ids[:, :, None] != token_type_ids[:, None, :]).long()
+        onehot = nn.functional.one_hot(seg, num_classes=2).to(x.dtype)              # [B, S, S, 2]
+        kept = torch.index_select(x, 3, torch.arange(x.shape[2], dtype=torch.long))  # [B, H, S, S]
+        return kept + onehot[..., 1][:, None] - onehot[..., 0][:, None]
+
+
+def _segment_inputs():
+    g = torch.Generator().manual_seed(5)
+    return torch.randn(2, 2, 6, 12, generator=g), torch.randint(0, 2, (2, 6), generator=g)
+
+
+def test_one_hot_and_index_select_by_arange_are_exact():
+    with torch.no_grad():
+        args = _segment_inputs()
+        assert torch.equal(GpuRewriteWrapper(SegmentsAndShift(), include=ONLY)(*args), SegmentsAndShift()(*args))
+        from litert_gpu_toolkit.rewrites.gather_nd.arange_index import _one_hot
+
+        seg = torch.randint(0, 5, (3, 4), generator=G)
+        assert torch.equal(_one_hot(seg, 5), nn.functional.one_hot(seg, 5))
+
+
+@pytest.mark.gpu
+def test_one_hot_and_index_select_plain_walls_and_default_pass_on_gpu(gpu, tmp_path):
+    args = _segment_inputs()
+    plain = convert_for_gpu(SegmentsAndShift(), args, tmp_path / "plain.tflite", patches=False)
+    assert plain.verdict == "CONVERT_FAIL" and "_assert_async" in plain.summary(), plain.summary()
+    fixed = convert_for_gpu(SegmentsAndShift(), args, tmp_path / "fixed.tflite", only=ONLY)
+    assert fixed.ok, fixed.summary()
+    ops = read_model_info(fixed.path).op_histogram()
+    assert not {"ONE_HOT", "GATHER", "GATHER_ND"} & set(ops), ops

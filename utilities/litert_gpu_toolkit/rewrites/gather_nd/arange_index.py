@@ -16,6 +16,12 @@ other axis of size 1 (`arange(a, b)`, shifted, viewed) -- on the leading axes of
     elsewhere on the picked axis turns that output into NaN (0 * inf). Out-of-range runtime indices
     give 0 where torch raises.
 
+`torch.index_select(x, dim, arange(a, a + n))` (XLNet's relative shift) is `x.narrow(dim, a, n)`: bit-exact.
+`F.one_hot(x, n)` of a runtime integer tensor (XLNet's segment matrix) is `relu(1 - |x[..., None] - arange(n)|)` in
+float32, as int64: exact for indices in [0, n) below 2^24 (torch raises outside [0, n)). litert-torch's own lowering
+emits an `_assert_async` it cannot convert (CONVERT_FAIL); `x[..., None] == arange(n)` is fused back into a
+ONE_HOT by the converter, which the GPU rejects.
+
 Anything else (no arange index, two runtime indices, a result above rank 4) is left to the other
 rewrites (`patch_index_onehot`, opt-in). Functional only: active inside `GpuRewriteWrapper` /
 `convert_for_gpu`.
@@ -144,6 +150,29 @@ def _getitem(src, key):
         return NotImplemented
     return index_by_arange(src, *plan)
 
+
+def _index_select(src, dim, index, *, out=None):
+    start = arange_offset(index) if isinstance(index, torch.Tensor) and index.dim() == 1 else None
+    if out is not None or start is None or not isinstance(src, torch.Tensor) or start < 0:
+        return NotImplemented
+    return src.narrow(dim, start, index.shape[0])
+
+
+def _one_hot(tensor, num_classes=-1):
+    if not isinstance(tensor, torch.Tensor) or value_of(tensor) is not None or num_classes <= 0:
+        return NotImplemented
+    from ..functional import in_active_mode
+
+    def spelled():      # relu(1 - |x - k|): an EQUAL against an arange would be fused back into ONE_HOT
+        x = tensor.to(torch.float32).unsqueeze(-1)
+        return torch.relu(1 - (x - torch.arange(num_classes, dtype=torch.float32)).abs()).to(torch.int64)
+
+    return in_active_mode(spelled)
+
+
+for _f in (torch.index_select, torch.Tensor.index_select):
+    HANDLERS.setdefault(_f, []).append(("patch_index_arange", _index_select))
+HANDLERS.setdefault(torch.nn.functional.one_hot, []).append(("patch_index_arange", _one_hot))
 
 # first the folding of index math, then this, then patch_index_onehot's handler on the same callable
 HANDLERS.setdefault(torch.Tensor.__getitem__, [])[:0] = [fold_entry(torch.Tensor.__getitem__),
