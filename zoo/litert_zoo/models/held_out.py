@@ -9,7 +9,11 @@ before any change was made for it. volo_d1 was then developed against (F.fold, s
 into the zoo too, and so was RoFormer (reshape_as of a rank-5 view); Falcon and ConvBERT took their places.
 First runs of the seven new rows, before any change for them (zoo/held_out/results.json at the commits that
 added them): coat_lite_tiny, gcvit_xxtiny, CvT, Falcon, ConvBERT PASS; volo_d1 INVALID_MODEL (F.fold's scatter);
-RoFormer FALLBACK (86/207 ops on GPU)."""
+RoFormer FALLBACK (86/207 ops on GPU).
+
+2026-12-04, second stop: Funnel and XLNet were developed against (ad-hoc probes, never held-out rows) and joined
+the zoo; efficientformerv2_s0, sequencer2d_s (LSTMs over rows and columns) and CANINE (character hashing,
+strided downsampling conv) were named here and run once before any change was made for them."""
 from __future__ import annotations
 
 from ..build import image
@@ -37,6 +41,8 @@ ROWS: tuple[ZooModel, ...] = (
     _row("timm_cspresnet50", _timm("cspresnet50"), "timm"),
     _row("timm_coat_lite_tiny", _timm("coat_lite_tiny", 64, img_size=64), "timm"),
     _row("timm_gcvit_xxtiny", _timm("gcvit_xxtiny", 64, img_size=64), "timm"),
+    _row("timm_efficientformerv2_s0", _timm("efficientformerv2_s0", 64, img_size=64), "timm"),
+    _row("timm_sequencer2d_s", _timm("sequencer2d_s", 64, img_size=64), "timm"),
     _row("tv_regnet_y_800mf", _tv("regnet_y_800mf", num_classes=10), "torchvision"),
     _row("tv_mnasnet1_0", _tv("mnasnet1_0", num_classes=10), "torchvision"),
     _row("focalnet", _hf("FocalNetModel", "FocalNetConfig", _hf_image(32), image_size=32, patch_size=4, embed_dim=16,
@@ -48,6 +54,9 @@ ROWS: tuple[ZooModel, ...] = (
                     depth=[1, 2, 3], mlp_ratio=[2.0, 2.0, 2.0], drop_path_rate=[0.0, 0.0, 0.0]), "transformers"),
     _row("convbert", _hf("ConvBertModel", "ConvBertConfig", _masked(), embedding_size=64, **_TEXT), "transformers",
          "text"),
+    _row("canine", _hf("CanineModel", "CanineConfig", _masked(), hidden_size=64, num_hidden_layers=2,
+                       num_attention_heads=4, intermediate_size=128, downsampling_rate=2, num_hash_buckets=64,
+                       num_hash_functions=2), "transformers", "text"),
     _row("falcon", _causal_lm("FalconForCausalLM", "FalconConfig", vocab_size=100, hidden_size=64, num_hidden_layers=2,
                               num_attention_heads=4), "transformers", "llm"),
     _row("codegen", _causal_lm("CodeGenForCausalLM", "CodeGenConfig", vocab_size=100, n_embd=64, n_layer=2, n_head=4,

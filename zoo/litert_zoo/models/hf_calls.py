@@ -40,6 +40,13 @@ ROWS: tuple[ZooModel, ...] = (
                                        true_hidden_size=64, intra_bottleneck_size=64, num_feedforward_networks=2,
                                        **_TEXT)),
     ZooModel("roformer", "text", _hf("RoFormerModel", "RoFormerConfig", _masked(), embedding_size=64, **_TEXT)),
+    # relative attention with learned segment / position tables, masks pooled between blocks
+    ZooModel("funnel", "text", _hf("FunnelBaseModel", "FunnelConfig", _masked(), vocab_size=100, d_model=64, n_head=4,
+                                   d_head=16, d_inner=128, block_sizes=[1, 1], num_decoder_layers=1,
+                                   max_position_embeddings=64)),
+    # two-stream-free XLNet encoder: relative shift by index_select, segments one-hot encoded, 1e30 masks
+    ZooModel("xlnet", "text", _hf("XLNetModel", "XLNetConfig", _masked(), vocab_size=100, d_model=32, n_layer=2,
+                                  n_head=2, d_inner=64)),
     ZooModel("bert_position_ids", "text", _hf("BertModel", "BertConfig", _masked(position_ids=True), **_TEXT)),
     ZooModel("bert_6_heads", "text", _hf("BertModel", "BertConfig", _masked(), **{**_TEXT, "hidden_size": 96,
                                                                                    "num_attention_heads": 6})),
