@@ -240,3 +240,22 @@ def test_compare_ranges_sets_both_modes_beside_real_weights():
     for line in stored:
         real16, o1_16, tr16 = nums(line)
         assert real16 > 0.9999 and o1_16 > 0.9999 and 0 < tr16 <= 1, line
+
+
+def test_planted_reports_what_the_trained_mode_scaled_per_row():
+    """zoo/planted.py: the audit trail of a plant rule: one line per row with its scaled stream writers, free
+    parameters and BatchNorms; an unknown row is refused."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    script = [zoo_python(), str(root / "zoo" / "planted.py")]
+    out = subprocess.run(script + ["--only", "vit,tv_mobilenet_v2"], cwd=root, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = {line.split(" | ")[0][2:]: line.split(" | ")[1:] for line in out.stdout.splitlines()
+             if line.startswith("| vit ") or line.startswith("| tv_mobilenet_v2 ")}
+    assert lines["vit"][0] == "embeddings.patch_embeddings.projection" and "cls_token" in lines["vit"][2]
+    assert lines["tv_mobilenet_v2"][0] == "-" and int(lines["tv_mobilenet_v2"][3].strip(" |")) > 0
+    bad = subprocess.run(script + ["--only", "no_such_row"], cwd=root, capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2 and "unknown row" in bad.stderr

@@ -73,7 +73,7 @@ def built(model, inputs, call: Callable | None = None):
     else:
         wrapped, args = wrap(model, (), call), tuple(inputs)
     if mode == "trained":            # before the BatchNorm calibration: later layers bound what it plants
-        apply_trained_ranges(model, lambda: wrapped(*args))
+        wrapped.planted = apply_trained_ranges(model, lambda: wrapped(*args))    # for zoo/planted.py
     try:                             # eight draws in one batch: statistics over more than a few positions
         calibrate_batch_norms(model, lambda: wrapped(*_calibration_inputs(args, 8)))
     except Exception:                # noqa: BLE001 - a model fixed to its example's batch: one draw
