@@ -10,6 +10,7 @@ import numpy as np
 from .lint import lint_for_mobile, phone_risk_line
 from .inputs import InputError, check_reference, make_inputs, model_signatures, split_by_signature
 from .model_info import InvalidModelError, ModelInfo, read_model_info
+from .rejection_sites import rejected_sites
 from .residency import residency
 from .runtime import (STATUS_CRASH, STATUS_KILLED, STATUS_NO_GPU, STATUS_OPS_REJECTED, STATUS_TIMEOUT, RunResult,
                       compile_and_run)
@@ -242,10 +243,18 @@ def _step_gpu(ctx: _Context, info: ModelInfo, prepared: PreparedInputs) -> GpuRu
         strict if strict.gpu.rejected else next((ctx.runs[lbl] for lbl in labels if ctx.runs[lbl].gpu.rejected), strict)
     )
     hist = info.op_histogram()
-    report.unsupported_ops = [
-        {"op": r.op, "reason": r.reason, "in_graph": hist.get(r.op, 0)} for r in rejected_from.gpu.rejected
-    ]
+    report.unsupported_ops = [_rejected(info, r, hist) for r in rejected_from.gpu.rejected]
     return GpuRuns(strict, labels)
+
+
+def _rejected(info, r, hist: dict) -> dict:
+    """One rejected op type for the report; `sites` / `rule`: the nodes that break the rule behind the reason,
+    where the reason is a rule about one node's inputs (`rejection_sites`)."""
+    entry = {"op": r.op, "reason": r.reason, "in_graph": hist.get(r.op, 0)}
+    found = rejected_sites(info, r.op, r.reason)
+    if found is not None:
+        entry["sites"], entry["rule"] = found
+    return entry
 
 
 def _looks_like_cpu_fallback(label: str, cmp_entry: dict, ref: np.ndarray) -> bool:

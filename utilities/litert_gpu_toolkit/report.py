@@ -81,6 +81,9 @@ def print_report(report: Report, *, full: bool = False, file: TextIO | None = No
         p("Ops the GPU delegate rejected (strict GPU-only compile):")
         for r in report.unsupported_ops:
             p(f"  {r['op']:<20} x{r['in_graph']} in graph   {r['reason']}")
+            if "sites" in r:
+                where = ", ".join(f"#{i}" for i in r["sites"][:12]) + (" ..." if len(r["sites"]) > 12 else "")
+                p(f"  {'':<20} {len(r['sites'])} of them with {r['rule']}: {where or 'none'}")
     if report.residency:
         line = report.residency["line"]
         p(line if line.startswith("GPU residency") else f"Residency: {line}")

@@ -149,3 +149,17 @@ def test_baddbmm_on_the_gpu(gpu, tmp_path):
     fixed = convert_for_gpu(AlibiScores(), _alibi_inputs(), tmp_path / "fixed.tflite",
                             only=RULES + ["patch_constant_operand_rank4", "patch_safe_softmax"])
     assert fixed.ok, fixed.summary()
+
+
+def test_the_report_names_which_batch_matmuls_break_the_rule(tmp_path):
+    """The delegate says 'BATCH_MATMUL: ... non-constant tensor' once for the type; the check report lists the
+    nodes whose left operand is the constant (LearnedQuery: q @ k^T has it, the value product does not)."""
+    from litert_gpu_toolkit.rejection_sites import rejected_sites
+
+    model, args = _inputs()["learned"]
+    plain = convert_for_gpu(model, args, tmp_path / "plain.tflite", patches=False, check=False)
+    info = read_model_info(plain.path)
+    sites, rule = rejected_sites(info, "BATCH_MATMUL", "Not supported batched mat mul case: non-constant tensor")
+    assert rule == "a constant left operand" and sites == _constant_left_operands(plain.path)
+    assert len(sites) == 1 and len(info.ops_named("BATCH_MATMUL")) == 2, info.op_histogram()
+    assert rejected_sites(info, "BATCH_MATMUL", "some other reason") is None

@@ -153,8 +153,9 @@ def _getitem(src, key):
 
 def _index_select(src, dim, index, *, out=None):
     start = arange_offset(index) if isinstance(index, torch.Tensor) and index.dim() == 1 else None
-    if out is not None or start is None or not isinstance(src, torch.Tensor) or start < 0:
-        return NotImplemented
+    if out is not None or start is None or not isinstance(src, torch.Tensor) or start < 0 \
+            or not isinstance(dim, int) or start + index.shape[0] > src.shape[dim]:
+        return NotImplemented                         # out of range: torch's own call raises as it would
     return src.narrow(dim, start, index.shape[0])
 
 
