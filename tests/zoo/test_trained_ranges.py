@@ -259,3 +259,18 @@ def test_planted_reports_what_the_trained_mode_scaled_per_row():
     assert lines["tv_mobilenet_v2"][0] == "-" and int(lines["tv_mobilenet_v2"][3].strip(" |")) > 0
     bad = subprocess.run(script + ["--only", "no_such_row"], cwd=root, capture_output=True, text=True, timeout=600)
     assert bad.returncode == 2 and "unknown row" in bad.stderr
+
+
+@pytest.mark.gpu
+def test_real_imagenet_cnns_pass_with_the_defaults(gpu, tmp_path):
+    """What the trained mode's BatchNorm plant stands for, run for real: torchvision MobileNetV2 and EfficientNet-Lite0
+    with their ImageNet weights (folded gains up to x117 over the median channel: more than the zoo plants, see
+    compare_ranges) convert with the defaults and PASS strict GPU-only."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([zoo_python(), str(root / "zoo" / "compare_ranges.py"), "--photos", "chelsea",
+                          "--convert", str(tmp_path)], cwd=root, capture_output=True, text=True, timeout=1500)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert out.stdout.count("PASS: ") == 2 and "strict GPU" in out.stdout, out.stdout[-3000:]

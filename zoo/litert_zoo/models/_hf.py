@@ -87,7 +87,7 @@ def _decode_step(cls_name: str, config_name: str, past: int = 8, **config):
         kv = tuple(torch.randn(1, kv_heads, past, head_dim, generator=g) for _ in range(2 * layers))
         step = DecodeStep().eval()
         if mode == "trained":
-            apply_trained_ranges(model, lambda: step(token, *kv))
+            step.planted = apply_trained_ranges(model, lambda: step(token, *kv))     # for zoo/planted.py
         return step, (token, *kv)
     return build
 
