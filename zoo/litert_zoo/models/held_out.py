@@ -13,7 +13,9 @@ RoFormer FALLBACK (86/207 ops on GPU).
 
 2026-12-04, second stop: Funnel and XLNet were developed against (ad-hoc probes, never held-out rows) and joined
 the zoo; efficientformerv2_s0, sequencer2d_s (LSTMs over rows and columns) and CANINE (character hashing,
-strided downsampling conv) were named here and run once before any change was made for them."""
+strided downsampling conv) were named here and run once before any change was made for them (toolkit 6373d0f,
+every held-out row re-run with it): efficientformerv2_s0 and sequencer2d_s PASS, CANINE FALLBACK (312/381 ops on
+GPU: a runtime BROADCAST_TO); the set 19/20."""
 from __future__ import annotations
 
 from ..build import image
