@@ -112,3 +112,24 @@ def _fn(fn):
 def test_repeat_runs_gpu_only(gpu, tmp_path):
     wrapped = GpuRewriteWrapper(_repeat_model(), include=["patch_broadcast_to"])
     _gpu_clean(wrapped, (torch.randn(1, 2, 64), torch.randn(1, 32)), tmp_path / "m.tflite")
+
+
+def _outer_mask_model():
+    # CANINE's 3-D attention mask: ones([B, S, 1]) * mask[:, None, :], a broadcast the converter makes BROADCAST_TO
+    # (here an output of its own; folded into a following add it would be a broadcasting ADD instead)
+    return _fn(lambda x, mask: (x + 1, torch.ones(x.shape[0], x.shape[1], 1) * mask.reshape(x.shape[0], 1, -1).float()))
+
+
+def test_a_product_with_ones_that_broadcasts_is_an_expand_by_concatenation(tmp_path):
+    x, mask = torch.randn(2, 8, 8), (torch.rand(2, 8) > 0.3).long()
+    model = _outer_mask_model()
+    wrapped = GpuRewriteWrapper(model, include=["patch_broadcast_to", "patch_fold_index_math"])
+    with torch.no_grad():
+        assert all(torch.equal(a, b) for a, b in zip(wrapped(x, mask), model(x, mask)))
+    assert "BROADCAST_TO" in _convert(model, (x, mask), tmp_path / "plain.tflite").op_histogram()
+    assert "BROADCAST_TO" not in _convert(wrapped, (x, mask), tmp_path / "fixed.tflite").op_histogram()
+
+
+def test_a_product_with_ones_runs_gpu_only(gpu, tmp_path):
+    wrapped = GpuRewriteWrapper(_outer_mask_model(), include=["patch_broadcast_to", "patch_fold_index_math"])
+    _gpu_clean(wrapped, (torch.randn(2, 8, 8), (torch.rand(2, 8) > 0.3).long()), tmp_path / "m.tflite")

@@ -3,6 +3,9 @@
 GQA's repeat_kv (expand + reshape) and other runtime expands lower to BROADCAST_TO. `patch_repeat_kv`
 and `patch_broadcast_to` (functional handlers on Tensor.expand / expand_as / broadcast_to /
 repeat_interleave) build the same tensor by concatenation (`repeat_kv_cat`, `expand_by_cat`): exact.
+A product with a constant of ones that broadcasts a runtime tensor (CANINE's `ones([B, S, 1]) * mask[:, None]`,
+an outer-product mask) is the converter's BROADCAST_TO too; `patch_broadcast_to` writes it as that expand by
+concatenation: bit-exact (1 * x is x).
 """
 from __future__ import annotations
 
@@ -112,6 +115,31 @@ def _expand_as(self, other):
 def _broadcast_to(self, size):
     shape = _target_shape(self, (tuple(size),))
     return NotImplemented if shape is None else expand_by_cat(self, shape)
+
+
+def _times_ones(a, b=None, *, out=None):
+    from .gather_nd.index_math import real_values, value_of
+
+    if out is not None or not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return NotImplemented
+    ones, x = (a, b) if value_of(a) is not None else (b, a)
+    known = value_of(ones)
+    if known is None or value_of(x) is not None or ones.dtype != x.dtype or not x.is_floating_point():
+        return NotImplemented
+    with real_values():
+        if not bool((known == 1).all()):
+            return NotImplemented
+    try:
+        shape = tuple(torch.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+    except RuntimeError:
+        return NotImplemented
+    if shape == tuple(x.shape):
+        return NotImplemented                           # nothing broadcast: an ordinary MUL the GPU runs
+    return expand_by_cat(x, shape)
+
+
+for _f in (torch.mul, torch.Tensor.mul, torch.Tensor.__mul__, torch.Tensor.__rmul__):
+    register_handler(_f, "patch_broadcast_to")(_times_ones)
 
 
 @register_handler(torch.Tensor.repeat, "patch_broadcast_to")
