@@ -44,6 +44,10 @@ ROWS: tuple[ZooModel, ...] = (
     ZooModel("funnel", "text", _hf("FunnelBaseModel", "FunnelConfig", _masked(), vocab_size=100, d_model=64, n_head=4,
                                    d_head=16, d_inner=128, block_sizes=[1, 1], num_decoder_layers=1,
                                    max_position_embeddings=64)),
+    # character-level: hashed codepoint embeddings, a strided downsampling conv, an outer-product 3-D mask
+    ZooModel("canine", "text", _hf("CanineModel", "CanineConfig", _masked(), hidden_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, intermediate_size=128, downsampling_rate=2,
+                                   num_hash_buckets=64, num_hash_functions=2)),
     # two-stream-free XLNet encoder: relative shift by index_select, segments one-hot encoded, 1e30 masks
     ZooModel("xlnet", "text", _hf("XLNetModel", "XLNetConfig", _masked(), vocab_size=100, d_model=32, n_layer=2,
                                   n_head=2, d_inner=64)),
