@@ -352,7 +352,8 @@ SYMPTOMS: tuple[Symptom, ...] = (
         seen="BATCH_MATMUL rejected ('Not supported batched mat mul case: non-constant tensor'), or a batched matmul "
              "whose batch axes broadcast compiles GPU-only and returns wrong numbers",
         cause="The GPU takes a constant only as the right operand of a batched matmul (a learned attention query, "
-              "a ones matrix after a length-1 softmax are left operands); a batched matmul whose operands' batch "
+              "a ones matrix after a length-1 softmax, a learned table in an einsum that torch orders constant-first "
+              "are left operands); a batched matmul whose operands' batch "
               "axes differ and broadcast is miscomputed (corr ~0.5 on llvmpipe, ai-edge-litert 2.3.0).",
         rewrites=("patch_matmul_operands",),
         ops=("BATCH_MATMUL",),
