@@ -164,12 +164,14 @@ def report(network: str, photos: list[str]) -> None:
     for mode, (model, _x) in zoo.items():
         print(f"| zoo {mode} | {_percentiles(folded_gains(model))} |")
     print()
-    print(f"torch16 of the output: real {storage_corrs(real, [''], inputs[0])[0]:.6f}, "
-          + ", ".join(f"zoo {m} {storage_corrs(model, [''], x)[0]:.6f}" for m, (model, x) in zoo.items()) + "\n")
-    if prefix is None:
+    # one fp16 run per network: its blocks' taps (MobileNetV2's, paired with the zoo row's) and its output ("")
+    names = [f"{prefix}{n}" for n in range(len(real.features))] if prefix is not None else []
+    stored = [storage_corrs(real, names + [""], inputs[0])]
+    stored += [storage_corrs(model, [f"model.{n}" for n in names] + [""], x) for model, x in zoo.values()]
+    print(f"torch16 of the output: real {stored[0][-1]:.6f}, "
+          + ", ".join(f"zoo {m} {s[-1]:.6f}" for m, s in zip(zoo, stored[1:])) + "\n")
+    if not names:
         return
-    count = len(real.features)
-    names = [f"{prefix}{n}" for n in range(count)]
     real_blocks = block_stats(real, list(real.features), inputs)
     zoo_blocks = {m: block_stats(model, list(model.model.features), [x]) for m, (model, x) in zoo.items()}
     print("| block | real: peak | real: loudest / median channel | zoo o1: peak | zoo o1: loudest / median "
@@ -181,8 +183,6 @@ def report(network: str, photos: list[str]) -> None:
             cells += [f"{zoo_blocks[m][n][0]:.1f}", f"{zoo_blocks[m][n][1]:.1f}"]
         print(f"| features.{n} | " + " | ".join(cells) + " |")
     print()
-    stored = [storage_corrs(real, names, inputs[0])]
-    stored += [storage_corrs(model, [f"model.{n}" for n in names], x) for model, x in zoo.values()]
     print("| block | real: torch16 | zoo o1: torch16 | zoo trained: torch16 |")
     print("|---:|---:|---:|---:|")
     for n, name in enumerate(names):

@@ -32,7 +32,8 @@ from torch import nn
 
 from . import Change, register
 from .broadcast_to import expand_by_cat
-from .functional import register_handler
+from .einsum_axes import matmul_axes, parse
+from .functional import in_active_mode, register_handler
 from .gather_nd.index_math import value_of
 
 T = torch.Tensor
@@ -109,41 +110,28 @@ def _baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
         return product + (input if beta == 1 else input * beta)
 
 
-def _einsum_parts(equation: str, ndims: tuple[int, int]):
-    """(left letters, right letters, output letters) of a plain two-operand einsum (explicit output, no ellipsis,
-    no letter twice in one operand), or None."""
-    eq = equation.replace(" ", "")
-    if "..." in eq or "->" not in eq:
-        return None
-    ins, out = eq.split("->")
-    parts = ins.split(",")
-    if len(parts) != 2 or any(len(set(s)) != len(s) for s in (*parts, out)) or \
-            tuple(len(s) for s in parts) != ndims or not set(out) <= set(parts[0]) | set(parts[1]):
-        return None
-    return parts[0], parts[1], out
-
-
 def einsum_runtime_left(equation: str, a: torch.Tensor, b: torch.Tensor, matmul=torch.matmul):
     """einsum(equation, a, b) as one matmul with the runtime operand on the left (see the module docstring); the
     operand that is constant goes right. NotImplemented unless exactly one operand is constant."""
-    parts = _einsum_parts(equation, (a.dim(), b.dim())) if all(isinstance(t, torch.Tensor) for t in (a, b)) \
-        else None
-    if parts is None or _is_constant(a) == _is_constant(b) or max(a.dim(), b.dim()) > 4:
+    parsed = parse(equation, 2) if all(isinstance(t, torch.Tensor) for t in (a, b)) else None
+    if parsed is None or _is_constant(a) == _is_constant(b) or max(a.dim(), b.dim()) > 4:
         return NotImplemented                       # rank-5 views are lower_rank_views' (products.py)
-    sa, sb, out = parts
+    (sa, sb), out = parsed
+    if (len(sa), len(sb)) != (a.dim(), b.dim()) or any(len(set(s)) != len(s) for s in (sa, sb, out)):
+        return NotImplemented                       # before any op: nothing is traced for a call left alone
     if _is_constant(a):
         a, b, sa, sb = b, a, sb, sa
     # a letter of one operand only, and not of the output, is summed away first
-    a_sum = [i for i, c in enumerate(sa) if c not in sb and c not in out]
-    b_sum = [i for i, c in enumerate(sb) if c not in sa and c not in out]
-    if a_sum:
-        a, sa = a.sum(a_sum), "".join(c for c in sa if c in sb or c in out)
-    if b_sum:
-        b, sb = b.sum(b_sum), "".join(c for c in sb if c in sa or c in out)
-    batch = [c for c in out if c in sa and c in sb]
-    left = [c for c in out if c in sa and c not in sb]
-    right = [c for c in out if c in sb and c not in sa]
-    inner = [c for c in sa if c in sb and c not in out]
+    if any(c not in sb and c not in out for c in sa):
+        a, sa = a.sum([i for i, c in enumerate(sa) if c not in sb and c not in out]), \
+            "".join(c for c in sa if c in sb or c in out)
+    if any(c not in sa and c not in out for c in sb):
+        b, sb = b.sum([i for i, c in enumerate(sb) if c not in sa and c not in out]), \
+            "".join(c for c in sb if c in sa or c in out)
+    axes = matmul_axes(sa, sb, out)
+    if axes is None:
+        return NotImplemented
+    batch, left, right, inner = axes
     size = {**dict(zip(sa, a.shape)), **dict(zip(sb, b.shape))}
     n = lambda letters: math.prod(size[c] for c in letters)     # noqa: E731
     lhs = a.permute([sa.index(c) for c in batch + left + inner]).reshape(
@@ -161,13 +149,8 @@ def _einsum(equation, *operands):
         operands = tuple(operands[0])
     if not isinstance(equation, str) or len(operands) != 2:
         return NotImplemented
-    from .functional import active_mode
-
-    mode = active_mode()
-    if mode is None:
-        return NotImplemented
-    with mode:                  # the written-out product meets the other rewrites (and the constant stays right)
-        return einsum_runtime_left(equation, *operands)
+    # re-entered: the written-out product meets the other rewrites (and the constant stays right)
+    return in_active_mode(einsum_runtime_left, equation, *operands)
 
 
 # ------------------------------------------------------------------------------- nn.MultiheadAttention

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from . import Change, register
-from .functional import active_mode, register_handler
+from .functional import in_active_mode, register_handler
 
 
 def _stepped(key) -> bool:
@@ -26,11 +26,9 @@ def _stepped(key) -> bool:
 
 @register_handler(torch.Tensor.__getitem__, "patch_bool_slice")
 def _getitem(x, key):
-    mode = active_mode()
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.bool or not _stepped(key) or mode is None:
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.bool or not _stepped(key):
         return NotImplemented
-    with mode:
-        return x.to(torch.float32)[key] != 0
+    return in_active_mode(lambda: x.to(torch.float32)[key] != 0)
 
 
 @register("patch_bool_slice", wall="bool_slice")

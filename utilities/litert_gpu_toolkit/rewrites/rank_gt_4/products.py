@@ -26,6 +26,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..einsum_axes import matmul_axes, parse
 from ..registry import register_handler
 from .lowrank import MAX_RANK, VIEWS_HANDLER, _prod
 from .views import _finish, _Lazy, _lazy_of, _plain, _regroup
@@ -56,19 +57,13 @@ def _rank3(lazy: _Lazy, order: list[int], sizes: list[int], split: tuple[int, in
 
 def _product(la: _Lazy, lb: _Lazy, sa: str, sb: str, so: str, real_fn):
     """einsum(sa,sb->so) of two views as one bmm; None when it is not one."""
-    if len(set(sa)) != len(sa) or len(set(sb)) != len(sb) or len(set(so)) != len(so):
-        return None
-    if set(so) - set(sa) - set(sb):
+    axes = matmul_axes(sa, sb, so)
+    if axes is None:
         return None
     size = {c: n for s, lz in ((sa, la), (sb, lb)) for c, n in zip(s, lz.shape())}
     if any(size[c] != n for s, lz in ((sa, la), (sb, lb)) for c, n in zip(s, lz.shape())):
         return None                                     # broadcasting: not handled here
-    batch = [c for c in so if c in sa and c in sb]
-    free_a = [c for c in so if c in sa and c not in sb]
-    free_b = [c for c in so if c in sb and c not in sa]
-    summed = [c for c in sa if c in sb and c not in so]
-    if any(c not in so for c in sa if c not in sb) or any(c not in so for c in sb if c not in sa):
-        return None                                     # a letter summed within one operand
+    batch, free_a, free_b, summed = axes
     a3 = _rank3(la, [sa.index(c) for c in batch + free_a + summed], [size[c] for c in batch + free_a + summed],
                 (len(batch), len(free_a)))
     b3 = _rank3(lb, [sb.index(c) for c in batch + summed + free_b], [size[c] for c in batch + summed + free_b],
@@ -81,21 +76,12 @@ def _product(la: _Lazy, lb: _Lazy, sa: str, sb: str, so: str, real_fn):
     return _finish(real_fn, lazy)
 
 
-def _parse(equation: str, n: int):
-    eq = equation.replace(" ", "")
-    if "..." in eq or "->" not in eq:
-        return None
-    lhs, out = eq.split("->")
-    ins = lhs.split(",")
-    return (ins, out) if len(ins) == n else None
-
-
 def _on_einsum(equation, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     if not isinstance(equation, str) or not 1 <= len(operands) <= 2:
         return NotImplemented
-    parsed = _parse(equation, len(operands))
+    parsed = parse(equation, len(operands))
     if parsed is None:
         return NotImplemented
     ins, out = parsed
