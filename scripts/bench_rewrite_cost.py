@@ -105,7 +105,7 @@ class _Logits:
 
 
 def _time(path: Path, feed: dict, accelerator: str, repeats: int) -> tuple[str, float | None]:
-    from litert_gpu_toolkit.runtime import compile_and_run
+    from litert_gpu_toolkit.runtime.compiled import compile_and_run
 
     run = compile_and_run(path, {"serving_default": feed}, accelerator=accelerator, repeats=repeats, timeout=1800)
     if not run.ok:
@@ -114,9 +114,9 @@ def _time(path: Path, feed: dict, accelerator: str, repeats: int) -> tuple[str, 
 
 
 def measure_row(name: str, build, tmp: Path, devices, rounds: int, repeats: int) -> dict:
-    from litert_gpu_toolkit.convert import convert_for_gpu
-    from litert_gpu_toolkit.export import signature_inputs
-    from litert_gpu_toolkit.model_info import read_model_info
+    from litert_gpu_toolkit.convert.pipeline import convert_for_gpu
+    from litert_gpu_toolkit.lowering.export import signature_inputs
+    from litert_gpu_toolkit.core.model_info import read_model_info
 
     model, inputs = build()
     row: dict = {"model": name, "params": sum(p.numel() for p in model.parameters()),
@@ -202,7 +202,7 @@ def main(argv=None) -> int:
                 continue
             print(f"[{len(rows) + 1}] {name}", flush=True)
             rows.append(measure_row(name, build, Path(tmp), devices, args.rounds, args.repeats))
-    from litert_gpu_toolkit.runtime import probe_gpu
+    from litert_gpu_toolkit.runtime.compiled import probe_gpu
 
     adapter = probe_gpu().gpu.adapter if "gpu" in devices else None
     data = {"command": "python scripts/bench_rewrite_cost.py" + " --quick" * args.quick,

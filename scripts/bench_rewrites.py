@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from litert_gpu_toolkit.export import export_tflite, signature_inputs
+from litert_gpu_toolkit.lowering.export import export_tflite, signature_inputs
 from litert_gpu_toolkit.rewrites.transpose_conv import (
     ConvTSpec,
     PolyphaseConvT1d,
@@ -43,7 +43,7 @@ from litert_gpu_toolkit.rewrites.select import arith_where, patch_select
 from litert_gpu_toolkit.rewrites.amax import channel_max
 from litert_gpu_toolkit.rewrites.relu_0_to_1 import clamp01
 from litert_gpu_toolkit.rewrites.broadcast_to import expand_by_cat, repeat_kv_cat
-from litert_gpu_toolkit.runtime import compile_and_run
+from litert_gpu_toolkit.runtime.compiled import compile_and_run
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from gen_docs import render_bench

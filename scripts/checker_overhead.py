@@ -25,20 +25,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "utilities"))
 
-from litert_gpu_toolkit.atomic_file import write_text_atomic
-from litert_gpu_toolkit.checker import check_gpu_compatibility
-from litert_gpu_toolkit.inputs import make_inputs
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.core.atomic_file import write_text_atomic
+from litert_gpu_toolkit.check.checker import check_gpu_compatibility
+from litert_gpu_toolkit.core.inputs import make_inputs
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.recipe.results import git_commit
-from litert_gpu_toolkit.residency import gpu_label
-from litert_gpu_toolkit.runtime import compile_and_run
+from litert_gpu_toolkit.runtime.residency import gpu_label
+from litert_gpu_toolkit.runtime.compiled import compile_and_run
 
 
 def build(path: Path) -> None:
     import torch
     from transformers import BertConfig, BertModel
 
-    from litert_gpu_toolkit.export import export_tflite
+    from litert_gpu_toolkit.lowering.export import export_tflite
 
     torch.manual_seed(0)
     cfg = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,

@@ -9,8 +9,8 @@ A generated block sits between two markers, one style everywhere:
 
 Blocks (name: source -> where):
   results   models/*/*/converted/results.json -> each recipe's README.md and converted/README.md, the top README
-  symptoms  utilities/litert_gpu_toolkit/symptom_table.py -> the toolkit's REFERENCE.md
-  exit_status  litert_gpu_toolkit/cli.py's EXIT_STATUS (what --help prints) -> the toolkit's README.md
+  symptoms  utilities/litert_gpu_toolkit/core/symptom_table.py -> the toolkit's REFERENCE.md
+  exit_status  litert_gpu_toolkit/cli/main.py's EXIT_STATUS (what --help prints) -> the toolkit's README.md
   bench     docs/data/bench_rewrites.json (python scripts/bench_rewrites.py --record) -> the toolkit's REFERENCE.md
   rewrite_cost docs/data/rewrite_cost.json (python scripts/bench_rewrite_cost.py --record) -> the toolkit's REFERENCE.md
   checker_cost  docs/data/checker_cost.json (python scripts/checker_overhead.py --record) -> REFERENCE.md
@@ -31,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "utilities"))   # the toolkit, vendored or installed
-from litert_gpu_toolkit.generated import splice
+from litert_gpu_toolkit.core.generated import splice
 
 TOOLKIT_README = ROOT / "utilities" / "litert_gpu_toolkit" / "README.md"
 TOOLKIT_REFERENCE = ROOT / "utilities" / "litert_gpu_toolkit" / "REFERENCE.md"
@@ -130,7 +130,7 @@ def top_table(recipes: list[tuple[Path, dict]]) -> str:
 # ---------------------------------------------------------------------------------------- symptoms
 
 def symptom_table() -> str:
-    from litert_gpu_toolkit.symptoms import SYMPTOMS
+    from litert_gpu_toolkit.core.symptoms import SYMPTOMS
 
     rows = ["| what you see | cause | rewrites | upstream | desktop GPU reproduces it |", "|---|---|---|---|---|"]
     for s in SYMPTOMS:
@@ -352,9 +352,9 @@ def targets() -> dict[Path, str]:
     if recipes:
         update(ROOT / "README.md", "results", "models/*/*/converted/results.json", top_table(recipes), "## Recipes")
     update(TOOLKIT_REFERENCE, "symptoms", "symptom_table.py", symptom_table(), "## Symptom table")
-    from litert_gpu_toolkit.cli import EXIT_STATUS
+    from litert_gpu_toolkit.cli.main import EXIT_STATUS
 
-    update(TOOLKIT_README, "exit_status", "litert_gpu_toolkit/cli.py EXIT_STATUS", f"```\n{EXIT_STATUS}\n```", "")
+    update(TOOLKIT_README, "exit_status", "litert_gpu_toolkit/cli/main.py EXIT_STATUS", f"```\n{EXIT_STATUS}\n```", "")
     if BENCH_DATA.exists():
         update(TOOLKIT_REFERENCE, "bench", "docs/data/bench_rewrites.json",
                render_bench(json.loads(BENCH_DATA.read_text())), "### Benchmark")

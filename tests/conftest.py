@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from litert_gpu_toolkit.testing import require_gpu
+from litert_gpu_toolkit.runtime.testing import require_gpu
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # shared helpers: script_runner, measurements
 sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "zoo"))   # litert_zoo: not part of the toolkit

@@ -27,10 +27,10 @@ class Recorder:
 
     def write(self, argv: list[str], path: Path = DATA) -> Path:
         """Merge the recorded blocks into `path` (atomic): a block measured now replaces its old entry whole."""
-        from litert_gpu_toolkit.atomic_file import write_text_atomic
+        from litert_gpu_toolkit.core.atomic_file import write_text_atomic
         from litert_gpu_toolkit.recipe.results import git_commit
-        from litert_gpu_toolkit.residency import gpu_label
-        from litert_gpu_toolkit.testing import cached_probe
+        from litert_gpu_toolkit.runtime.residency import gpu_label
+        from litert_gpu_toolkit.runtime.testing import cached_probe
 
         gpu = cached_probe().gpu
         device, commit = gpu_label(gpu.adapter, gpu.is_software, gpu.backend), git_commit(ROOT)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from litert_gpu_toolkit.model_info import numpy_dtype, read_model_info
+from litert_gpu_toolkit.core.model_info import numpy_dtype, read_model_info
 from litert_gpu_toolkit.phone.native import run_native
-from litert_gpu_toolkit.residency import residency_line
-from litert_gpu_toolkit.runtime import compile_and_run
+from litert_gpu_toolkit.runtime.residency import residency_line
+from litert_gpu_toolkit.runtime.compiled import compile_and_run
 
 SETTINGS = (("cpu", False), ("gpu", False))
 FP16_REL = 1e-2   # GPU tolerance: 1% of the output's largest magnitude (fp16 holds ~3 significant digits)

@@ -87,7 +87,7 @@ def block_stats(model, blocks, inputs) -> list[tuple[float, float]]:
 
 def storage_corrs(model, names: list[str], inputs) -> list[float]:
     """torch16 corr at each named module ("" = the model's output)."""
-    from litert_gpu_toolkit.fp16_emulation import fp16_storage
+    from litert_gpu_toolkit.diagnose.fp16_emulation import fp16_storage
 
     kept = fp16_storage(model, inputs, names).kept()
     return [kept[n].corr if n in kept else float("nan") for n in names]

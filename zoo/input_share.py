@@ -1,4 +1,4 @@
-"""Fill in each zoo row's input share (`litert_gpu_toolkit/sensitivity.py`) without converting anything again.
+"""Fill in each zoo row's input share (`litert_gpu_toolkit/convert/sensitivity.py`) without converting anything again.
 
 The share depends only on how the zoo builds the row's model and inputs, not on the toolkit, so rows run before
 the measure existed get it from this script; a row run by `zoo/run.py` measures it itself. Writes the field into
@@ -29,7 +29,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("YOLO_CONFIG_DIR", tempfile.mkdtemp(prefix="zoo-yolo-"))
     from litert_zoo.models import ZOO
     from litert_zoo.rows import load_results, save_results
-    from litert_gpu_toolkit.sensitivity import input_share, is_weak
+    from litert_gpu_toolkit.convert.sensitivity import input_share, is_weak
     from litert_zoo.table import write_readme
 
     folder = ROOT / "zoo" / ("trained" if args.activations == "trained" else "")

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from litert_gpu_toolkit import generated as blocks_module
+from litert_gpu_toolkit.core import generated as blocks_module
 
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("gen_docs", ROOT / "scripts" / "gen_docs.py")

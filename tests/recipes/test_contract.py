@@ -26,8 +26,8 @@ import pytest
 
 from litert_gpu_toolkit import recipe
 from litert_gpu_toolkit.recipe import results as recipe_results
-from litert_gpu_toolkit.runtime import STATUS_NO_GPU, STATUS_OK, GpuLog, RunResult
-from litert_gpu_toolkit.tiny_models import PROBE_SHAPE, add_model_bytes
+from litert_gpu_toolkit.runtime.compiled import STATUS_NO_GPU, STATUS_OK, GpuLog, RunResult
+from litert_gpu_toolkit.runtime.tiny_models import PROBE_SHAPE, add_model_bytes
 
 import script_runner  # tests/script_runner.py: the one way the tests run a recipe script
 
@@ -352,9 +352,9 @@ def test_the_guide_template_is_valid_and_uses_real_toolkit_names():
 
 def test_one_delegate_log_parser_feeds_residency():
     """The delegate's 'Replacing N out of M node(s)' line is read by runtime.parse_gpu_log only."""
-    from litert_gpu_toolkit.model_info import read_model_info
+    from litert_gpu_toolkit.core.model_info import read_model_info
     from litert_gpu_toolkit.phone import residency_from_log
-    from litert_gpu_toolkit.runtime import parse_gpu_log
+    from litert_gpu_toolkit.runtime.compiled import parse_gpu_log
 
     log = "INFO: Replacing 118 out of 121 node(s) with delegate (TfLiteGpuDelegateV2) node, yielding 2 partitions."
     assert parse_gpu_log(log).delegated == (118, 121, 2) == residency_from_log(log)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.core.model_info import read_model_info
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "models" / "audio" / "fcpe" / "converted"

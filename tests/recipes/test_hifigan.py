@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.fft.basis import hz_to_mel, mel_to_hz
 
 ROOT = Path(__file__).resolve().parents[2]

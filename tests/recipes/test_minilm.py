@@ -50,7 +50,7 @@ def test_graph_native_matches_python(recipe):
 
 
 def test_graph_signature(recipe):
-    from litert_gpu_toolkit.model_info import read_model_info
+    from litert_gpu_toolkit.core.model_info import read_model_info
 
     sig = read_model_info(recipe["model"]).signatures[0]
     assert {n: (t.shape, t.dtype) for n, t in sig.inputs.items()} == {

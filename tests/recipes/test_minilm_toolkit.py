@@ -4,9 +4,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from litert_gpu_toolkit.runtime import compile_and_run
-from litert_gpu_toolkit.tiny_models import PROBE_SHAPE, add_model_bytes
-from litert_gpu_toolkit.weights import WeightsError, resolve_model_dir
+from litert_gpu_toolkit.runtime.compiled import compile_and_run
+from litert_gpu_toolkit.runtime.tiny_models import PROBE_SHAPE, add_model_bytes
+from litert_gpu_toolkit.core.weights import WeightsError, resolve_model_dir
 
 
 def _samples(n):
@@ -51,7 +51,7 @@ def test_resolve_model_dir(tmp_path, monkeypatch):
 
 def test_rejected_op_with_empty_reason_is_parsed():
     # seen with litert-torch's all-weights fp16 recipe on all-MiniLM-L6-v2 (ai-edge-litert 2.3.0, llvmpipe)
-    from litert_gpu_toolkit.runtime import parse_gpu_log
+    from litert_gpu_toolkit.runtime.compiled import parse_gpu_log
 
     info = parse_gpu_log("ERROR: Following operations are not supported by GPU delegate:\nDEQUANTIZE: \n"
                          "EMBEDDING_LOOKUP: EMBEDDING_LOOKUP: Empty quantization params.\n"
@@ -65,8 +65,8 @@ def test_l2_normalize_matches_f_normalize_and_has_no_identical_input_node(tmp_pa
     import torch
     import torch.nn.functional as F
 
-    from litert_gpu_toolkit.export import export_tflite
-    from litert_gpu_toolkit.model_info import read_model_info
+    from litert_gpu_toolkit.lowering.export import export_tflite
+    from litert_gpu_toolkit.core.model_info import read_model_info
     from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
     from litert_gpu_toolkit.rewrites.identical_or_constant_inputs import l2_normalize
 

@@ -69,7 +69,7 @@ def test_ceil_mode_maxpool_is_exact_on_gpu_for_negative_inputs(gpu, tmp_path, ke
     """The nets' ceil-mode pools see PReLU outputs, which can be negative: a pool that padded with zeros would
     turn an all-negative edge window into 0. The converter emits MAX_POOL_2D (SAME or VALID); on the GPU the
     padded cells must be ignored."""
-    from litert_gpu_toolkit.export import gpu_vs_torch
+    from litert_gpu_toolkit.lowering.export import gpu_vs_torch
 
     pool = torch.nn.Sequential(torch.nn.MaxPool2d(kernel, 2, ceil_mode=True))
     x = -1 - torch.rand(1, 4, size, size)

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from litert_gpu_toolkit.model_info import read_model_info
-from litert_gpu_toolkit.runtime import compile_and_run
+from litert_gpu_toolkit.core.model_info import read_model_info
+from litert_gpu_toolkit.runtime.compiled import compile_and_run
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "models" / "audio" / "openwakeword" / "converted"

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from litert_gpu_toolkit import recipe
-from litert_gpu_toolkit.runtime import Session
-from litert_gpu_toolkit.tiny_models import PROBE_SHAPE, add_model_bytes
+from litert_gpu_toolkit.runtime.compiled import Session
+from litert_gpu_toolkit.runtime.tiny_models import PROBE_SHAPE, add_model_bytes
 
 
 @pytest.fixture

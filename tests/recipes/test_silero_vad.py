@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.output_aliasing import find_aliased_outputs, outputs_guarded_by_runtime_one
 
 RECIPE = Path(__file__).resolve().parents[2] / "models" / "audio" / "silero_vad" / "converted"

@@ -65,7 +65,7 @@ def test_rewrites_match_hf_in_torch(recipe):
 
 
 def test_graph_signatures(recipe):
-    from litert_gpu_toolkit.model_info import read_model_info
+    from litert_gpu_toolkit.core.model_info import read_model_info
 
     pre = read_model_info(recipe["prefill"]).signatures[0]
     dec = read_model_info(recipe["decode"]).signatures[0]
@@ -82,7 +82,7 @@ def test_graph_signatures(recipe):
 
 def test_walls_are_gone_from_the_graphs(recipe):
     """No op the GPU rejects, no rank > 4, and every cache output is guarded by the runtime `one` (LiteRT#8599)."""
-    from litert_gpu_toolkit.model_info import read_model_info
+    from litert_gpu_toolkit.core.model_info import read_model_info
     from litert_gpu_toolkit.rewrites.output_aliasing import find_aliased_outputs, outputs_guarded_by_runtime_one
 
     for path in (recipe["prefill"], recipe["decode"]):

@@ -59,7 +59,7 @@ def test_step_modules_match_hf_in_torch(tiny):
 
 @pytest.mark.slow
 def test_bundle_layout(tiny):
-    from litert_gpu_toolkit.model_info import read_model_info
+    from litert_gpu_toolkit.core.model_info import read_model_info
 
     assert tiny["bundle"].read_bytes()[:8] == b"LITERTLM"
     embedder = read_model_info(tiny["bundle"].with_name("tiny_embedder.tflite")).signatures

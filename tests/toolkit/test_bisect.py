@@ -8,8 +8,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from litert_gpu_toolkit.bisect import _diagnose, auto_boundaries, bisect, BoundaryResult
-from litert_gpu_toolkit.metrics import compare
+from litert_gpu_toolkit.diagnose.bisect import _diagnose, auto_boundaries, bisect, BoundaryResult
+from litert_gpu_toolkit.core.metrics import compare
 
 
 class SumSquaresNorm(nn.Module):
@@ -233,8 +233,8 @@ def test_the_miscompute_detector_flags_only_the_measured_forms(tmp_path):
     """Flagged: a rank-2 constant filling the first axis, a lower-rank runtime operand at rank 3, a rank-4 batch
     broadcast. Not flagged: a [1, 64, 16] constant on a [1, 64, 16] runtime tensor (right on the GPU: CoAtNet's
     position bias) or a [1, 256] row on [8, 256]."""
-    from litert_gpu_toolkit.bisect_diagnosis import constant_operand_nodes
-    from litert_gpu_toolkit.export import export_tflite
+    from litert_gpu_toolkit.diagnose.classify import constant_operand_nodes
+    from litert_gpu_toolkit.lowering.export import export_tflite
 
     class Add(nn.Module):
         def __init__(self, shape):
@@ -257,7 +257,7 @@ def _with_storage(row, corr):
 
 
 def test_storage_note_tells_gpu_arithmetic_from_fp16_itself():
-    from litert_gpu_toolkit.bisect import storage_note
+    from litert_gpu_toolkit.diagnose.bisect import storage_note
 
     # the GPU loses at b, torch with fp16 tensors does not: the GPU's own arithmetic
     rows = [_with_storage(_row("a", 1.0), 1.0), _with_storage(_row("b", 0.99), 1.0), _with_storage(_row("", 0.98), 1.0)]

@@ -12,8 +12,8 @@ import pytest
 
 from litert_gpu_toolkit import check_gpu_compatibility, print_report
 from litert_gpu_toolkit.__main__ import main as cli_main
-from litert_gpu_toolkit.model_info import read_model_info
-from litert_gpu_toolkit.tiny_models import add_model_bytes
+from litert_gpu_toolkit.core.model_info import read_model_info
+from litert_gpu_toolkit.runtime.tiny_models import add_model_bytes
 
 from test_inputs import edited_add_model
 
@@ -24,7 +24,7 @@ def models(tmp_path_factory):
     import litert_torch
     import torch
 
-    from litert_gpu_toolkit.export import export_tflite
+    from litert_gpu_toolkit.lowering.export import export_tflite
 
     torch.manual_seed(0)
 
@@ -281,7 +281,7 @@ def _windowed_conv_model(tmp_path):
     melspectrogram.tflite, whose [-1, -1] waveform input needs at least one STFT window of samples)."""
     from ai_edge_litert import schema_py_generated as schema
 
-    from litert_gpu_toolkit.tiny_models import single_op_model_bytes
+    from litert_gpu_toolkit.runtime.tiny_models import single_op_model_bytes
 
     options = schema.Conv2DOptionsT()
     options.padding, options.strideH, options.strideW = schema.Padding.VALID, 1, 1
@@ -303,7 +303,7 @@ def _windowed_conv_model(tmp_path):
 
 def test_guessed_dynamic_inputs_only_where_the_checker_chose_the_shape(tmp_path):
     """No runtime: which inputs the retry would lengthen, and to what (a leading dynamic dim stays 1)."""
-    from litert_gpu_toolkit.checker import DYNAMIC_RETRY_DIM, _guessed_dynamic_inputs
+    from litert_gpu_toolkit.check.checker import DYNAMIC_RETRY_DIM, _guessed_dynamic_inputs
 
     info = read_model_info(_windowed_conv_model(tmp_path))
     assert _guessed_dynamic_inputs(info, None, None) == {"serving_default/x": (1, DYNAMIC_RETRY_DIM, 8, 4)}

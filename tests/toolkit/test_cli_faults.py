@@ -1,6 +1,6 @@
 """Bad input and faults, the way a hostile but ordinary user meets them: every case must end cleanly.
 
-Clean = the documented exit status (`litert_gpu_toolkit.cli.EXIT_STATUS`), a message that says what is
+Clean = the documented exit status (`litert_gpu_toolkit.cli.main.EXIT_STATUS`), a message that says what is
 wrong, no Python traceback, nothing left behind (no runtime child process, no temporary folder), and --
 for a case with its own folder (`make_own`) -- every file that was in it unchanged (nothing destroyed).
 
@@ -67,7 +67,7 @@ def _edited_add_model(edit) -> bytes:
     import flatbuffers
     from ai_edge_litert import schema_py_generated as schema
 
-    from litert_gpu_toolkit.tiny_models import add_model_bytes
+    from litert_gpu_toolkit.runtime.tiny_models import add_model_bytes
 
     model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(add_model_bytes(), 0))
     edit(model)
@@ -103,7 +103,7 @@ def _negative_dim(m):
 
 def make_files(root: Path) -> dict[str, Path]:
     """Every file the cases use, under `root`."""
-    from litert_gpu_toolkit.tiny_models import add_model_bytes
+    from litert_gpu_toolkit.runtime.tiny_models import add_model_bytes
 
     f: dict[str, Path] = {}
 
@@ -175,7 +175,7 @@ def _gather_model_bytes() -> bytes:
     import flatbuffers
     from ai_edge_litert import schema_py_generated as schema
 
-    from litert_gpu_toolkit.tiny_models import single_op_model_bytes
+    from litert_gpu_toolkit.runtime.tiny_models import single_op_model_bytes
 
     data = single_op_model_bytes("GATHER", [("table", (5, 7), np.ones((5, 7), np.float32)), ("ids", (3,), None)],
                                  [("out", (3, 7))])
@@ -308,8 +308,8 @@ sys.exit(main(['check', sys.argv[1]]))
 _PARENT = """
 import sys
 import numpy as np
-from litert_gpu_toolkit.runtime import compile_and_run
-from litert_gpu_toolkit.tiny_models import add_model_bytes
+from litert_gpu_toolkit.runtime.compiled import compile_and_run
+from litert_gpu_toolkit.runtime.tiny_models import add_model_bytes
 x = np.ones((1, 8, 8, 4), np.float32)
 compile_and_run(add_model_bytes(), {"serving_default": {"x": x, "y": x}}, accelerator="cpu", timeout=120)
 """
@@ -390,7 +390,7 @@ CASES = [
 _API_ATOMIC = """
 import resource, signal, sys
 from pathlib import Path
-from litert_gpu_toolkit.arguments import write_output
+from litert_gpu_toolkit.core.arguments import write_output
 target = Path(sys.argv[2]) / "report.json"
 target.write_text("the old report, still needed\\n")
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -409,7 +409,7 @@ import sys
 import numpy as np
 from pathlib import Path
 from litert_gpu_toolkit import check_gpu_compatibility
-from litert_gpu_toolkit.inputs import InputError
+from litert_gpu_toolkit.core.inputs import InputError
 model, own = sys.argv[1], Path(sys.argv[2])
 ones = np.ones((1, 8, 8, 4), np.float32)
 def expect_input_error(**kw):
@@ -432,7 +432,7 @@ import sys
 import torch
 from pathlib import Path
 from torch import nn
-from litert_gpu_toolkit.convert import convert_for_gpu
+from litert_gpu_toolkit.convert.pipeline import convert_for_gpu
 own = Path(sys.argv[2])
 x = torch.linspace(-1, 1, 8).reshape(1, 8)
 class Fn(nn.Module):
@@ -738,7 +738,7 @@ def _workers(tmpdir: Path) -> list[int]:
                 cmd = (proc / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"litert_gpu_toolkit._worker" in cmd and any(str(tmpdir).encode() in c for c in cmd):
+            if b"litert_gpu_toolkit.runtime.worker" in cmd and any(str(tmpdir).encode() in c for c in cmd):
                 pids.append(int(proc.name))
     return sorted(pids)
 
@@ -747,7 +747,7 @@ def _hanging(pid: int) -> bool:
     """True when worker `pid` has reached the injected hang (its work folder's stderr says so)."""
     try:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        work = Path(cmd[cmd.index(b"litert_gpu_toolkit._worker") + 1].decode())
+        work = Path(cmd[cmd.index(b"litert_gpu_toolkit.runtime.worker") + 1].decode())
         return "injecting a hang" in (work / "stderr.txt").read_text(errors="replace")
     except (OSError, ValueError, IndexError):
         return False
@@ -851,7 +851,7 @@ def run_case(case: Case, files: dict[str, Path], root: Path) -> Outcome:
 
 
 def _gpu_available() -> bool:
-    from litert_gpu_toolkit.runtime import probe_gpu
+    from litert_gpu_toolkit.runtime.compiled import probe_gpu
 
     return probe_gpu(timeout=120).ok
 
@@ -879,7 +879,7 @@ def test_fault_case_on_the_gpu_is_clean(case, files, gpu):
 # ----------------------------------------------------------------------------- 4. seeded mutation fuzz
 
 def _mutants(n: int, seed: int = 17):
-    from litert_gpu_toolkit.tiny_models import add_model_bytes
+    from litert_gpu_toolkit.runtime.tiny_models import add_model_bytes
 
     base = add_model_bytes()
     rng = random.Random(seed)
@@ -892,10 +892,10 @@ def _mutants(n: int, seed: int = 17):
 
 def _read_and_use(data: bytes, counts: dict) -> None:
     """Read a (damaged) model and use it as `check` / `lint` would: only the toolkit's own errors may come out."""
-    from litert_gpu_toolkit.diagnosis import _static
-    from litert_gpu_toolkit.inputs import InputError, make_inputs
-    from litert_gpu_toolkit.lint import lint_for_mobile
-    from litert_gpu_toolkit.model_info import InvalidModelError, read_model_info
+    from litert_gpu_toolkit.check.diagnosis import _static
+    from litert_gpu_toolkit.core.inputs import InputError, make_inputs
+    from litert_gpu_toolkit.lint.mobile import lint_for_mobile
+    from litert_gpu_toolkit.core.model_info import InvalidModelError, read_model_info
 
     try:
         info = read_model_info(data)
@@ -914,7 +914,7 @@ def _read_and_use(data: bytes, counts: dict) -> None:
 def test_mutated_flatbuffers_raise_only_invalid_model_error(monkeypatch):
     """600 seeded mutants of the probe model (1-4 bytes changed): reading, the static report, the lint and
     the input generation either work or raise the toolkit's own errors, never IndexError / MemoryError / ..."""
-    from litert_gpu_toolkit import inputs as inputs_mod
+    from litert_gpu_toolkit.core import inputs as inputs_mod
 
     monkeypatch.setattr(inputs_mod, "MAX_INPUT_BYTES", 1 << 24)  # keep the fuzz fast: 16 MiB of random inputs
     counts = {"read": 0, "invalid": 0, "input_error": 0}
@@ -929,8 +929,8 @@ def test_structural_mutants_raise_only_the_toolkits_errors(monkeypatch):
     import flatbuffers
     from ai_edge_litert import schema_py_generated as schema
 
-    from litert_gpu_toolkit import inputs as inputs_mod
-    from litert_gpu_toolkit.tiny_models import add_model_bytes, single_op_model_bytes
+    from litert_gpu_toolkit.core import inputs as inputs_mod
+    from litert_gpu_toolkit.runtime.tiny_models import add_model_bytes, single_op_model_bytes
 
     monkeypatch.setattr(inputs_mod, "MAX_INPUT_BYTES", 1 << 24)
     ones = np.ones
@@ -982,7 +982,7 @@ def test_structural_mutants_raise_only_the_toolkits_errors(monkeypatch):
 def test_mutants_through_the_cli_exit_2_without_traceback(capsys):
     """The check and lint commands (in process, no runtime child) on the first 40 mutants the reader refuses."""
     from litert_gpu_toolkit.__main__ import main
-    from litert_gpu_toolkit.model_info import InvalidModelError, read_model_info
+    from litert_gpu_toolkit.core.model_info import InvalidModelError, read_model_info
 
     refused = []
     for data in _mutants(400, seed=18):
@@ -1006,8 +1006,8 @@ def test_mutants_through_the_cli_exit_2_without_traceback(capsys):
 
 def test_api_keyboard_interrupt_kills_the_worker_and_removes_its_folder(monkeypatch, tmp_path):
     """compile_and_run interrupted (Ctrl-C arrives while it waits): the child group is killed at once."""
-    from litert_gpu_toolkit import runtime
-    from litert_gpu_toolkit.tiny_models import add_model_bytes
+    from litert_gpu_toolkit.runtime import compiled as runtime
+    from litert_gpu_toolkit.runtime.tiny_models import add_model_bytes
 
     monkeypatch.setenv(TEST_FAULT, "hang")
     monkeypatch.setenv("TMPDIR", str(tmp_path))
@@ -1033,8 +1033,8 @@ def test_api_keyboard_interrupt_kills_the_worker_and_removes_its_folder(monkeypa
 
 
 def test_worker_killed_from_outside_is_not_blamed_on_the_model(monkeypatch):
-    from litert_gpu_toolkit.runtime import STATUS_KILLED, compile_and_run
-    from litert_gpu_toolkit.tiny_models import add_model_bytes
+    from litert_gpu_toolkit.runtime.compiled import STATUS_KILLED, compile_and_run
+    from litert_gpu_toolkit.runtime.tiny_models import add_model_bytes
 
     monkeypatch.setenv(TEST_FAULT, "oom@cpu")  # the child SIGKILLs itself, as the OOM killer would
     x = np.ones((1, 8, 8, 4), np.float32)
@@ -1046,7 +1046,7 @@ def test_worker_killed_from_outside_is_not_blamed_on_the_model(monkeypatch):
 def test_unwritable_output_paths_are_named_before_any_work(tmp_path, monkeypatch):
     """A read-only current directory cannot be made as root (root writes anyway), so os.access is the
     TEST DOUBLE here: it says no for the folder, as it would for an ordinary user in a read-only cwd."""
-    from litert_gpu_toolkit.arguments import output_path_problem
+    from litert_gpu_toolkit.core.arguments import output_path_problem
 
     monkeypatch.chdir(tmp_path)
     assert output_path_problem("report.json") is None
@@ -1064,7 +1064,7 @@ def test_gpu_info_refuses_a_bad_timeout(capsys):
 
 
 def test_help_lists_the_exit_statuses():
-    from litert_gpu_toolkit.cli import EXIT_STATUS, build_parser
+    from litert_gpu_toolkit.cli.main import EXIT_STATUS, build_parser
 
     text = build_parser().format_help()
     assert EXIT_STATUS.splitlines()[0] in text and "130" in text and "3 NO_GPU" in text

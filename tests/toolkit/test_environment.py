@@ -4,8 +4,8 @@ import os
 import numpy as np
 import pytest
 
-from litert_gpu_toolkit.gpu_info import describe
-from litert_gpu_toolkit.runtime import STATUS_NO_GPU, compile_and_run, probe_gpu
+from litert_gpu_toolkit.runtime.gpu_info import describe
+from litert_gpu_toolkit.runtime.compiled import STATUS_NO_GPU, compile_and_run, probe_gpu
 
 
 def test_probe_reports_a_named_adapter(gpu):

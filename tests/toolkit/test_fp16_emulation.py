@@ -3,7 +3,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from litert_gpu_toolkit.fp16_emulation import first_fp16_fault
+from litert_gpu_toolkit.diagnose.fp16_emulation import first_fp16_fault
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 
 
@@ -111,7 +111,7 @@ class Buried(nn.Module):
 
 
 def test_fp16_storage_says_where_the_values_stop_fitting_fp16():
-    from litert_gpu_toolkit.fp16_emulation import fp16_storage
+    from litert_gpu_toolkit.diagnose.fp16_emulation import fp16_storage
 
     torch.manual_seed(0)
     model, x = Buried().eval(), (torch.randn(32, 16) * 2,)
@@ -133,7 +133,7 @@ def test_fp16_storage_says_where_the_values_stop_fitting_fp16():
 
 
 def test_fp16_storage_ignores_the_models_own_upcast_as_the_gpu_does():
-    from litert_gpu_toolkit.fp16_emulation import fp16_storage
+    from litert_gpu_toolkit.diagnose.fp16_emulation import fp16_storage
 
     torch.manual_seed(0)
     x = (torch.randn(32, 16) * 2,)

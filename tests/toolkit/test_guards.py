@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from litert_gpu_toolkit.convert import convert_for_gpu
-from litert_gpu_toolkit.specialise import Specialised, is_data_dependent_error, record
+from litert_gpu_toolkit.convert.pipeline import convert_for_gpu
+from litert_gpu_toolkit.lowering.specialise import Specialised, is_data_dependent_error, record
 
 
 class Branchy(nn.Module):

@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 
 import hf_tiny                                                            # tests/hf_tiny.py
 from litert_gpu_toolkit import convert_for_gpu
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 from litert_gpu_toolkit.rewrites.registry import functional_selection
 

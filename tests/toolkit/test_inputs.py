@@ -11,13 +11,13 @@ import pytest
 from ai_edge_litert import schema_py_generated as schema
 
 from litert_gpu_toolkit import Report, check_gpu_compatibility, print_report
-from litert_gpu_toolkit import checker_steps as checker_mod  # where the checker calls the runtime
+from litert_gpu_toolkit.check import steps as checker_mod  # where the checker calls the runtime
 from litert_gpu_toolkit.__main__ import main as cli_main
-from litert_gpu_toolkit.inputs import (PLACEHOLDER_SIGNATURE, InputError, integer_bound, make_inputs,
+from litert_gpu_toolkit.core.inputs import (PLACEHOLDER_SIGNATURE, InputError, integer_bound, make_inputs,
                                        parse_int_range_args, parse_shape_args, split_by_signature)
-from litert_gpu_toolkit.model_info import ModelInfo, OpInfo, SignatureInfo, TensorInfo, read_model_info
-from litert_gpu_toolkit.runtime import compile_and_run, parse_gpu_log
-from litert_gpu_toolkit.tiny_models import add_model_bytes
+from litert_gpu_toolkit.core.model_info import ModelInfo, OpInfo, SignatureInfo, TensorInfo, read_model_info
+from litert_gpu_toolkit.runtime.compiled import compile_and_run, parse_gpu_log
+from litert_gpu_toolkit.runtime.tiny_models import add_model_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 

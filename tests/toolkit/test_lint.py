@@ -10,10 +10,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from ai_edge_litert import schema_py_generated as schema
 
-from litert_gpu_toolkit.export import export_tflite
-from litert_gpu_toolkit.lint import lint_for_mobile, phone_risk_line
-from litert_gpu_toolkit.symptoms import BY_ID
-from litert_gpu_toolkit.tiny_models import add_model_bytes, single_op_model_bytes
+from litert_gpu_toolkit.lowering.export import export_tflite
+from litert_gpu_toolkit.lint.mobile import lint_for_mobile, phone_risk_line
+from litert_gpu_toolkit.core.symptoms import BY_ID
+from litert_gpu_toolkit.runtime.tiny_models import add_model_bytes, single_op_model_bytes
 
 
 class ConvT(nn.Module):
@@ -253,7 +253,7 @@ class Flip(nn.Module):
 
 
 def test_flip_found_and_rewrite_is_exact_and_right_on_gpu(gpu, tmp_path):
-    from litert_gpu_toolkit.export import gpu_vs_torch
+    from litert_gpu_toolkit.lowering.export import gpu_vs_torch
     from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 
     x = torch.linspace(-4, 4, 2 * 3 * 24).reshape(1, 2, 3, 24)
@@ -270,7 +270,7 @@ def test_flip_found_and_rewrite_is_exact_and_right_on_gpu(gpu, tmp_path):
 def test_distinct_squares_leave_no_identical_input_op(gpu, tmp_path, kind):
     """The safe norms square by x*x (an op with identical inputs, flagged for phones); with
     distinct_squares=True they are lint-clean, equal in torch to fp32 rounding, and right on the GPU."""
-    from litert_gpu_toolkit.export import gpu_vs_torch
+    from litert_gpu_toolkit.lowering.export import gpu_vs_torch
     from litert_gpu_toolkit.rewrites.fp16_silent_zero import patch_rmsnorm
     from litert_gpu_toolkit.rewrites.fp16_overflow import patch_safe_layernorm
 
@@ -299,7 +299,7 @@ def test_distinct_squares_leave_no_identical_input_op(gpu, tmp_path, kind):
 
 
 def test_misaligned_grouped_conv_found_and_split_form_is_exact_clean_and_right_on_gpu(gpu, tmp_path):
-    from litert_gpu_toolkit.export import gpu_vs_torch
+    from litert_gpu_toolkit.lowering.export import gpu_vs_torch
     from litert_gpu_toolkit.rewrites.grouped_conv import patch_grouped_conv
 
     torch.manual_seed(0)

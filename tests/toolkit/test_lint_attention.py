@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from litert_gpu_toolkit.export import export_tflite
-from litert_gpu_toolkit.lint import lint_for_mobile, scores_source
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.lowering.export import export_tflite
+from litert_gpu_toolkit.lint.mobile import lint_for_mobile, scores_source
+from litert_gpu_toolkit.core.model_info import read_model_info
 
 
 class TinyAttention(nn.Module):

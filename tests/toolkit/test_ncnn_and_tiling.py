@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from litert_gpu_toolkit.ncnn import NcnnFormatError, TAG_FP16, read_ncnn, read_param
-from litert_gpu_toolkit.tiling import positions, split, stitch
+from litert_gpu_toolkit.recipe.ncnn import NcnnFormatError, TAG_FP16, read_ncnn, read_param
+from litert_gpu_toolkit.recipe.tiling import positions, split, stitch
 
 
 def _package_models() -> Path:

@@ -9,10 +9,10 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrizations, parametrize
 
-from litert_gpu_toolkit import convert as convert_module
-from litert_gpu_toolkit.convert import ConvertResult, convert_for_gpu
-from litert_gpu_toolkit.model_copy import copy_model
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.convert import pipeline as convert_module
+from litert_gpu_toolkit.convert.pipeline import ConvertResult, convert_for_gpu
+from litert_gpu_toolkit.core.model_copy import copy_model
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.parametrized_weights import fold_parametrizations
 
 NORM_OPS = {"SQRT", "RSQRT", "SUM", "DIV", "POW", "SQUARE", "MEAN", "REDUCE_MAX", "ABS"}

@@ -5,8 +5,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from litert_gpu_toolkit.model_info import read_model_info
-from litert_gpu_toolkit.precision_plan import CutError, PrecisionPlan, _piece, plan_precision
+from litert_gpu_toolkit.core.model_info import read_model_info
+from litert_gpu_toolkit.convert.precision_plan import CutError, PrecisionPlan, _piece, plan_precision
 from torch_helpers import Cancel  # tests/torch_helpers.py
 
 

@@ -3,7 +3,7 @@ import os
 import subprocess
 import time
 
-from litert_gpu_toolkit.process_group import kill_group, live_members
+from litert_gpu_toolkit.runtime.process_group import kill_group, live_members
 
 
 def test_kill_group_waits_for_every_member_grandchildren_included():

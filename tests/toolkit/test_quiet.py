@@ -40,7 +40,7 @@ def test_verbose_shows_the_converter_live(tmp_path):
 
 
 def test_a_failure_inside_the_block_names_the_log(tmp_path, capfd):
-    from litert_gpu_toolkit.quiet import converter_output
+    from litert_gpu_toolkit.core.quiet import converter_output
 
     log = tmp_path / "x.log"
     with pytest.raises(RuntimeError), converter_output(log, verbose=False):
@@ -57,8 +57,8 @@ def test_verbose_flag_turns_the_converter_output_on(monkeypatch):
     """`--verbose` on an export / dump script or `bisect` is the same switch as LITERT_GPU_VERBOSE=1."""
     import argparse
 
-    from litert_gpu_toolkit.arguments import add_verbose_argument
-    from litert_gpu_toolkit.quiet import VERBOSE_ENV, verbose_from_env
+    from litert_gpu_toolkit.core.arguments import add_verbose_argument
+    from litert_gpu_toolkit.core.quiet import VERBOSE_ENV, verbose_from_env
 
     monkeypatch.setenv(VERBOSE_ENV, "0")
     parser = argparse.ArgumentParser()
@@ -71,7 +71,7 @@ def test_python_prints_are_captured_when_sys_stdout_is_not_fd_1(tmp_path, capsys
     """Under pytest's capture or in a notebook sys.stdout is its own stream, not fd 1: it is redirected too."""
     import warnings
 
-    from litert_gpu_toolkit.quiet import converter_output
+    from litert_gpu_toolkit.core.quiet import converter_output
 
     log = tmp_path / "x.log"
     before = len(os.listdir("/proc/self/fd"))

@@ -7,9 +7,9 @@ import torch
 import torch.nn as nn
 
 from litert_gpu_toolkit import convert_for_gpu
-from litert_gpu_toolkit.bisect import BoundaryResult, _diagnose, auto_boundaries, matching_rewrites
-from litert_gpu_toolkit.convert_result import ConvertResult
-from litert_gpu_toolkit.metrics import compare
+from litert_gpu_toolkit.diagnose.bisect import BoundaryResult, _diagnose, auto_boundaries, matching_rewrites
+from litert_gpu_toolkit.convert.result import ConvertResult
+from litert_gpu_toolkit.core.metrics import compare
 from litert_gpu_toolkit.rewrites.registry import Change
 
 from torch_helpers import Cancel  # tests/torch_helpers.py
@@ -122,9 +122,13 @@ def test_convert_for_gpu_bisects_and_repairs_fp16_loss(gpu, tmp_path, measured):
 class _FakeJob:
     """convert._Job's surface that `_attempts` uses: canned results per attempt label."""
 
-    def __init__(self, results):
+    def __init__(self, results, exclude=()):
+        from types import SimpleNamespace
+
         self.results, self.labels, self.log = results, [], []
-        self.diagnose_budget_s = 60.0
+        # the ConvertOptions fields `_attempts` reads (a fake rewrite name would not pass ConvertOptions' check)
+        self.opts = SimpleNamespace(patches=True, exclude=tuple(exclude), inplace=False, falls_back=True,
+                                    diagnose_budget_s=60.0)
 
     def attempt(self, path, exclude, label, *, copy_model, dropped=None):
         self.labels.append(label)
@@ -142,7 +146,7 @@ def test_a_wrong_full_gpu_file_is_diagnosed_even_when_the_fallback_wins(monkeypa
     fallback, else the fallback carries the diagnosis, labelled as the rewritten file's."""
     from types import SimpleNamespace
 
-    from litert_gpu_toolkit import convert
+    from litert_gpu_toolkit.convert import pipeline as convert
 
     score = {"rewritten": 2, "plain": 3, "repaired": 5 if repair_wins else 2.5, "without patch_x": 1}
     made = {k: ConvertResult(tmp_path / f"{k}.tflite", [], report=SimpleNamespace(verdict=v, ok=v == "PASS"))
@@ -150,7 +154,7 @@ def test_a_wrong_full_gpu_file_is_diagnosed_even_when_the_fallback_wins(monkeypa
                          ("repaired", "PASS" if repair_wins else "NUMERICS_FAIL"),
                                    ("without patch_x", "COMPILE_FAIL"))}
     made["rewritten"].changes = [Change("a", "x -> y", "patch_x", True)]
-    from litert_gpu_toolkit import repair
+    from litert_gpu_toolkit.convert import repair
 
     for module in (convert, repair):
         monkeypatch.setattr(module, "quality", lambda r: (score[r.path.stem],))
@@ -165,9 +169,8 @@ def test_a_wrong_full_gpu_file_is_diagnosed_even_when_the_fallback_wins(monkeypa
         return out
 
     monkeypatch.setattr(repair, "diagnose_and_repair", fake_repair)
-    job = _FakeJob(made)
-    got = convert._attempts(job, tmp_path / "out.tflite", [tmp_path / f"t{i}" for i in range(5)], True, True,
-                            ["patch_never"], False, True)
+    job = _FakeJob(made, exclude=["patch_never"])
+    got = convert._attempts(job, tmp_path / "out.tflite", [tmp_path / f"t{i}" for i in range(5)])
     assert seen == [("rewritten", {"patch_never"})]          # the rewritten file, with its own rewrite set
     if repair_wins:
         assert got is made["repaired"]
@@ -182,9 +185,9 @@ def test_a_storage_bound_diagnosis_says_so_and_tries_nothing(monkeypatch, tmp_pa
     """bisect finds the output needs more than fp16 (torch16 wrong too): the log says so, no rewrite is tried."""
     from types import SimpleNamespace
 
-    from litert_gpu_toolkit import bisect as bisect_module
-    from litert_gpu_toolkit.bisect import BisectReport
-    from litert_gpu_toolkit.repair import diagnose_and_repair
+    from litert_gpu_toolkit.diagnose import bisect as bisect_module
+    from litert_gpu_toolkit.diagnose.bisect import BisectReport
+    from litert_gpu_toolkit.convert.repair import diagnose_and_repair
 
     report = BisectReport([], "blocks.3", "compounding", "why", 0.9, storage_bound=True)
     monkeypatch.setattr(bisect_module, "bisect", lambda *a, **k: report)

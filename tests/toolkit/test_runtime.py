@@ -1,5 +1,5 @@
 """Parsing of the GPU delegate's native log (the only place that says which ops it rejects)."""
-from litert_gpu_toolkit.runtime import parse_gpu_log
+from litert_gpu_toolkit.runtime.compiled import parse_gpu_log
 
 REJECTED = """INFO: something
 ERROR: Following operations are not supported by GPU delegate:

@@ -1,4 +1,4 @@
-"""How much of a model's output its input drives (litert_gpu_toolkit/sensitivity.py), and convert_for_gpu's warning
+"""How much of a model's output its input drives (convert/sensitivity.py), and convert_for_gpu's warning
 when it is too little for corr to mean much: a bias-dominated output PASSes whatever the GPU does to the rest."""
 from types import SimpleNamespace
 
@@ -7,8 +7,8 @@ import torch
 from torch import nn
 
 from litert_gpu_toolkit import convert_for_gpu
-from litert_gpu_toolkit.convert_result import ConvertResult
-from litert_gpu_toolkit.sensitivity import WEAK, input_share, other_draw
+from litert_gpu_toolkit.convert.result import ConvertResult
+from litert_gpu_toolkit.convert.sensitivity import WEAK, input_share, other_draw
 
 
 def _linear(weight_scale: float, bias_scale: float) -> nn.Linear:

@@ -77,7 +77,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_import_graph_has_no_cycle():
     graph = import_graph()
-    assert len(graph) > 40 and graph["litert_gpu_toolkit.checker"], "the graph was not read"
+    assert len(graph) > 40 and graph["litert_gpu_toolkit.check.checker"], "the graph was not read"
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
@@ -119,7 +119,7 @@ COMMANDS = ("check", "gpu-info", "bisect", "lint", "phone")
 @pytest.mark.parametrize("argv", [["--help"]] + [[c, "--help"] for c in COMMANDS])
 def test_help_never_imports_torch(argv):
     code = (
-        "import sys\nfrom litert_gpu_toolkit.cli import main\n"
+        "import sys\nfrom litert_gpu_toolkit.cli.main import main\n"
         f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
         "heavy = sorted(m for m in ('torch', 'litert_torch', 'transformers', 'ai_edge_litert') if m in sys.modules)\n"
         "print('HEAVY', heavy)\n"
@@ -131,7 +131,7 @@ def test_help_never_imports_torch(argv):
 
 @pytest.fixture(scope="module")
 def tiny_tflite(tmp_path_factory):
-    from litert_gpu_toolkit.tiny_models import add_model_bytes
+    from litert_gpu_toolkit.runtime.tiny_models import add_model_bytes
 
     path = tmp_path_factory.mktemp("tiny") / "add.tflite"
     path.write_bytes(add_model_bytes())
@@ -144,7 +144,7 @@ def tiny_tflite(tmp_path_factory):
 def test_check_lint_gpu_info_never_import_torch(argv, tiny_tflite):
     argv = [a.format(m=tiny_tflite) for a in argv]
     code = (
-        "import sys\nfrom litert_gpu_toolkit.cli import main\n"
+        "import sys\nfrom litert_gpu_toolkit.cli.main import main\n"
         f"rc = main({argv!r})\n"
         "print('RC', rc, 'TORCH', 'torch' in sys.modules)\n"
     )

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from litert_gpu_toolkit.symptoms import BY_ID, SYMPTOMS, for_log, for_numeric, for_op, suggestions
+from litert_gpu_toolkit.core.symptoms import BY_ID, SYMPTOMS, for_log, for_numeric, for_op, suggestions
 
 ROOT = Path(__file__).resolve().parents[2]
-from litert_gpu_toolkit.rewrites.registry import REWRITE_MODULES as _REWRITES
+from litert_gpu_toolkit.rewrites.registry import rewrite_modules
 
-REWRITE_MODULES = ["litert_gpu_toolkit.rewrites." + m for m in _REWRITES] + \
-                  ["litert_gpu_toolkit.convert", "litert_gpu_toolkit.bisect", "litert_gpu_toolkit"]
+REWRITE_MODULES = ["litert_gpu_toolkit.rewrites." + m for m in rewrite_modules()] + \
+                  ["litert_gpu_toolkit.convert.pipeline", "litert_gpu_toolkit.diagnose.bisect", "litert_gpu_toolkit"]
 
 
 def resolve(name: str):

@@ -1,11 +1,11 @@
-"""A zoo row's input share (litert_gpu_toolkit/sensitivity.py): how much of the output the input drives. A row whose
+"""A zoo row's input share (toolkit: convert/sensitivity.py): how much of the output the input drives. A row whose
 output is nearly all bias PASSes whatever the GPU does to its features, so the table calls its PASS a weak check.
 The measure found the zoo's EnCodec decoder ignoring its codes (its codebook buffer was all zero)."""
 import torch
 from torch import nn
 
 from litert_zoo.rows import RunSummary, ZooRow
-from litert_gpu_toolkit.sensitivity import WEAK, input_share
+from litert_gpu_toolkit.convert.sensitivity import WEAK, input_share
 from litert_zoo.table import render_table
 from litert_zoo.weights import redraw_weights
 

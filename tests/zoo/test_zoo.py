@@ -203,7 +203,7 @@ def test_saved_notes_carry_no_machine_paths(tmp_path):
     row = _row("a", "CONVERT_FAIL")
     row.gpu.note = ("AttributeError (at /tmp/snap/zoo/litert_zoo/models/hf.py:258 in <lambda>) File "
                     f"'{sys.prefix}/lib/python3.11/site-packages/torch/nn/modules/module.py', log /tmp/zoo_x/a.log")
-    row.error = f"worker exited 1: {ROOT}/utilities/litert_gpu_toolkit/convert.py"
+    row.error = f"worker exited 1: {ROOT}/utilities/litert_gpu_toolkit/convert/pipeline.py"
     save_results(tmp_path / "results.json", {"a": row}, {})
     text = (tmp_path / "results.json").read_text()
     assert "/tmp/" not in text and str(ROOT) not in text and sys.prefix not in text, text

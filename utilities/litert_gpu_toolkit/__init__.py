@@ -5,29 +5,37 @@ Works with nothing but the `utilities/` folder on PYTHONPATH (vendored) or pip-i
 ai_edge_litert are imported by the modules that need them, when first used:
 
     from litert_gpu_toolkit import check_gpu_compatibility, print_report   # no torch needed
-    from litert_gpu_toolkit import convert_for_gpu, apply_patches, bisect   # these import torch
+    from litert_gpu_toolkit import convert_for_gpu, ConvertOptions, bisect  # these import torch
+
+The names below are the library. The packages underneath are layers that import one way only
+(core <- runtime / lint / rewrites <- check <- lowering <- diagnose <- convert <- export / recipe <- cli;
+tests/toolkit/test_layers.py holds them to it); the recipe scripts' plumbing lives in
+`litert_gpu_toolkit.recipe`, every rewrite in `litert_gpu_toolkit.rewrites`.
 """
 from __future__ import annotations
 
 import importlib
 
-__version__ = "0.1.0"
+from .core import __version__
 
 # public name -> module that defines it (imported on first access)
 _EXPORTS = {
-    "RunResult": "runtime", "compile_and_run": "runtime", "probe_gpu": "runtime",
-    "Report": "checker", "check_gpu_compatibility": "checker", "print_report": "report",
-    "read_model_info": "model_info", "ModelInfo": "model_info", "InvalidModelError": "model_info",
-    "compare": "metrics", "Comparison": "metrics",
-    "lint_for_mobile": "lint", "LintFinding": "lint",
-    "BisectReport": "bisect", "plan_precision": "precision_plan", "PrecisionPlan": "precision_plan",
-    "apply_patches": "convert", "convert_for_gpu": "convert", "ConvertResult": "convert",
-    "export_tflite": "export", "gpu_vs_torch": "export",
-    "SYMPTOMS": "symptoms",
-    "known_rewrites": "rewrites.registry", "GpuRewriteWrapper": "rewrites.functional",
-    "signature_inputs": "export", "native_stderr_captured": "runtime", "resolve_model_dir": "weights",
-    "add_device_argument": "recipe", "report_gates": "recipe", "residency_line": "recipe",
-    "run_on_device": "recipe", "device_label": "recipe", "DeviceError": "recipe",
+    # torch -> checked GPU .tflite
+    "convert_for_gpu": "convert.pipeline", "ConvertOptions": "convert.options", "ConvertResult": "convert.result",
+    "apply_patches": "rewrites.apply", "known_rewrites": "rewrites.registry",
+    "GpuRewriteWrapper": "rewrites.functional",
+    "plan_precision": "convert.precision_plan", "PrecisionPlan": "convert.precision_plan",
+    # a .tflite on the GPU: residency and numerics
+    "check_gpu_compatibility": "check.checker", "Report": "check.verdicts", "print_report": "check.report",
+    "compile_and_run": "runtime.compiled", "RunResult": "runtime.compiled", "probe_gpu": "runtime.compiled",
+    "lint_for_mobile": "lint.mobile", "LintFinding": "lint.mobile",
+    # wrong numbers at full residency: where, and why
+    "bisect": "diagnose.bisect", "BisectReport": "diagnose.report",
+    # the pieces underneath
+    "export_tflite": "lowering.export", "gpu_vs_torch": "lowering.export", "signature_inputs": "lowering.export",
+    "read_model_info": "core.model_info", "ModelInfo": "core.model_info", "InvalidModelError": "core.model_info",
+    "compare": "core.metrics", "Comparison": "core.metrics", "SYMPTOMS": "core.symptoms",
+    "resolve_model_dir": "core.weights",
 }
 
 __all__ = [*_EXPORTS, "__version__"]

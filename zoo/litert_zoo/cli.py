@@ -33,7 +33,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from litert_gpu_toolkit.arguments import seconds  # the toolkit's timeout type: finite, >= 10 s
+from litert_gpu_toolkit.core.arguments import seconds  # the toolkit's timeout type: finite, >= 10 s
 
 from .guard import describe, regressions
 from .models import HELD_OUT, LIBRARIES, ROWS, ZOO
@@ -44,7 +44,7 @@ from .table import _fmt_corr, _why, write_readme
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1]          # zoo/: results.json and README.md live there
 
-# the same contract as the toolkit's commands (litert_gpu_toolkit.cli.EXIT_STATUS): 0 all good, 1 a finding,
+# the same contract as the toolkit's commands (litert_gpu_toolkit.cli.main.EXIT_STATUS): 0 all good, 1 a finding,
 # 2 bad arguments, 130 interrupted; 3 is the zoo's own
 EXIT_STATUS = """\
 Exit status:

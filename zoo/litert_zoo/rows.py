@@ -6,7 +6,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from litert_gpu_toolkit.atomic_file import write_text_atomic
+from litert_gpu_toolkit.core.atomic_file import write_text_atomic
 
 
 @dataclass
@@ -34,7 +34,7 @@ class ZooRow:
     seconds: float = 0.0
     library: str = ""                     # transformers / timm / torchvision / diffusers / ultralytics
     toolkit_commit: str = ""              # the toolkit's commit this row ran on ("" = the run's, in environment)
-    input_share: float | None = None      # how much of the output the input drives (litert_gpu_toolkit.sensitivity)
+    input_share: float | None = None      # how much of the output the input drives (convert.sensitivity)
 
     @property
     def passed(self) -> bool:

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from litert_gpu_toolkit.generated import splice
+from litert_gpu_toolkit.core.generated import splice
 from .rows import ZooRow
-from litert_gpu_toolkit.sensitivity import WEAK, is_weak
+from litert_gpu_toolkit.convert.sensitivity import WEAK, is_weak
 
 
 def write_readme(folder: Path, rows: dict[str, ZooRow], env: dict, held_out: bool = False) -> None:
@@ -142,7 +142,7 @@ def render_table(rows: dict[str, ZooRow], env: dict, held_out: bool = False) -> 
         "with torch (`-` when the file did not run GPU-only); *seconds* = both conversions and checks of the row, "
         "on a shared 2-core machine; *input share* = how much of the output the input drives: std of the "
         "difference between the outputs for the example input and a second draw of it, over sqrt(2) x the "
-        "output's std (largest over the outputs; `litert_gpu_toolkit/sensitivity.py`; `-` not measured).",
+        "output's std (largest over the outputs; `litert_gpu_toolkit/convert/sensitivity.py`; `-` not measured).",
         "",
         "Reproduce: `./zoo/setup.sh && .venv-zoo/bin/python zoo/run.py" + (" --activations trained" if trained else "")
         + "` (resumes; `--only NAME --rerun` redoes "

@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from litert_gpu_toolkit.errors import NoGpuError
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.core.errors import NoGpuError
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.phone.native import SANITIZER_ENV, NativeRunnerError, build_host_runner, run_native
 from litert_gpu_toolkit.phone.protocol import input_file, read_outputs, write_job
 from litert_gpu_toolkit.recipe import device_label, residency, residency_line, run_on_device, strict_gates
-from litert_gpu_toolkit.runtime import STATUS_NO_GPU, STATUS_OPS_REJECTED
-from litert_gpu_toolkit.tiny_models import PROBE_SHAPE, add_model_bytes, single_op_model_bytes
+from litert_gpu_toolkit.runtime.compiled import STATUS_NO_GPU, STATUS_OPS_REJECTED
+from litert_gpu_toolkit.runtime.tiny_models import PROBE_SHAPE, add_model_bytes, single_op_model_bytes
 
 from native_compare import compare_native_with_python
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.phone import Adb, PhoneError, load_registry, push_runner, residency_from_log, run_on_phone
 from litert_gpu_toolkit.phone.protocol import (ProtocolError, input_file, read_manifest, read_outputs, write_job,
                                                write_outputs)
 from litert_gpu_toolkit.recipe import DeviceError, resolve_device, residency_line, run_on_device
-from litert_gpu_toolkit.tiny_models import PROBE_SHAPE, add_model_bytes
+from litert_gpu_toolkit.runtime.tiny_models import PROBE_SHAPE, add_model_bytes
 
 FAKES = Path(__file__).resolve().parent / "fakes"
 

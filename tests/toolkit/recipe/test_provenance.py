@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 from litert_gpu_toolkit.recipe.provenance import read_provenance, sha256, write_provenance
-from litert_gpu_toolkit.tiny_models import add_model_bytes
+from litert_gpu_toolkit.runtime.tiny_models import add_model_bytes
 
 
 def test_sidecar_names_the_file_and_no_folder_of_this_machine(tmp_path, monkeypatch):

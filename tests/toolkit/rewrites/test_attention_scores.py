@@ -10,8 +10,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from litert_gpu_toolkit import convert_for_gpu
-from litert_gpu_toolkit.export import gpu_vs_torch
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.lowering.export import gpu_vs_torch
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.fp16_overflow import patch_prescale_attention
 
 

@@ -10,7 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from litert_gpu_toolkit import convert_for_gpu
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.avg_pool import avg_pool2d_as_conv
 
 

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 from litert_gpu_toolkit import convert_for_gpu
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 
 RULES = ["patch_matmul_operands", "patch_fold_constants"]
@@ -154,7 +154,7 @@ def test_baddbmm_on_the_gpu(gpu, tmp_path):
 def test_the_report_names_which_batch_matmuls_break_the_rule(tmp_path):
     """The delegate says 'BATCH_MATMUL: ... non-constant tensor' once for the type; the check report lists the
     nodes whose left operand is the constant (LearnedQuery: q @ k^T has it, the value product does not)."""
-    from litert_gpu_toolkit.rejection_sites import rejected_sites
+    from litert_gpu_toolkit.check.rejection_sites import rejected_sites
 
     model, args = _inputs()["learned"]
     plain = convert_for_gpu(model, args, tmp_path / "plain.tflite", patches=False, check=False)

@@ -5,7 +5,7 @@ from torch import nn
 
 from litert_gpu_toolkit.rewrites.broadcast_to import expand_by_cat, patch_broadcast_to, patch_repeat_kv, repeat_kv_cat
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
-from litert_gpu_toolkit.runtime import compile_and_run
+from litert_gpu_toolkit.runtime.compiled import compile_and_run
 
 from wall_checks import INF, _close, _convert, _gpu_clean, _same  # noqa: F401
 

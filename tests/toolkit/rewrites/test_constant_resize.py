@@ -6,11 +6,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from litert_gpu_toolkit.convert import convert_for_gpu
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.convert.pipeline import convert_for_gpu
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 from litert_gpu_toolkit.rewrites.constant_resize import is_identity_resize
-from litert_gpu_toolkit.symptoms import for_op, suggestions
+from litert_gpu_toolkit.core.symptoms import for_op, suggestions
 
 
 class PosResize(nn.Module):

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from litert_gpu_toolkit.export import export_tflite, gpu_vs_torch
+from litert_gpu_toolkit.lowering.export import export_tflite, gpu_vs_torch
 from litert_gpu_toolkit.rewrites.conv_forms import conv3d_as_conv2d, conv_rewritten
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from litert_gpu_toolkit.export import export_tflite, gpu_vs_torch, torch_outputs
+from litert_gpu_toolkit.lowering.export import export_tflite, gpu_vs_torch, torch_outputs
 from litert_gpu_toolkit.rewrites.fft import (
     ConvISTFT,
     ConvSTFT,

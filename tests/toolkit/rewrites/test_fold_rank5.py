@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from torch.export.graph_signature import InputKind
 
 from litert_gpu_toolkit import convert_for_gpu
-from litert_gpu_toolkit.export import export_tflite
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.lowering.export import export_tflite
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 from litert_gpu_toolkit.rewrites.rank_gt_4 import NotFoldable, fold_rank5
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from litert_gpu_toolkit.export import gpu_vs_torch
+from litert_gpu_toolkit.lowering.export import gpu_vs_torch
 from litert_gpu_toolkit.rewrites import PATCHES
 from litert_gpu_toolkit.rewrites.fp16_overflow import (
     SafeGroupNorm,
@@ -23,7 +23,7 @@ from litert_gpu_toolkit.rewrites.fp16_overflow import (
     safe_sum,
 )
 from litert_gpu_toolkit.rewrites.fp16_silent_zero import patch_rmsnorm
-from litert_gpu_toolkit.symptoms import BY_ID
+from litert_gpu_toolkit.core.symptoms import BY_ID
 
 
 # ------------------------------------------------------------------------------ hierarchical mean

@@ -15,8 +15,8 @@ pytest.importorskip("litert_torch")
 import torch.nn as nn
 import torch.nn.functional as F
 
-from litert_gpu_toolkit.export import export_tflite, gpu_vs_torch
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.lowering.export import export_tflite, gpu_vs_torch
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites import PATCHES
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 from litert_gpu_toolkit.rewrites.gather_nd import (

@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-from litert_gpu_toolkit.convert import convert_for_gpu
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.convert.pipeline import convert_for_gpu
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites import PATCHES
 from litert_gpu_toolkit.rewrites.fp16_overflow.mask_fill import mask_fill_exact
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
@@ -197,7 +197,7 @@ def test_index_math_plain_walls_and_default_pass_on_gpu(gpu, tmp_path):
 
 def test_a_meshgrid_of_aranges_folds_to_a_constant(tmp_path):
     """torchvision RAFT's coordinate grid: meshgrid of aranges, stacked and repeated (plain: BROADCAST_TO)."""
-    from litert_gpu_toolkit.export import export_tflite
+    from litert_gpu_toolkit.lowering.export import export_tflite
     from torch_helpers import Fn
 
     def coords(x):

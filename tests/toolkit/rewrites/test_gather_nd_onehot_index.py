@@ -4,12 +4,12 @@ import pytest
 import torch
 
 from litert_gpu_toolkit import convert_for_gpu
-from litert_gpu_toolkit.convert import load_rewrites
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.rewrites.registry import load_rewrites
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 from litert_gpu_toolkit.rewrites.gather_nd.onehot import _index_handler
 from litert_gpu_toolkit.rewrites.gather_nd import index_onehot
-from litert_gpu_toolkit.symptoms import BY_ID
+from litert_gpu_toolkit.core.symptoms import BY_ID
 
 load_rewrites()
 G = torch.Generator().manual_seed(0)

@@ -6,12 +6,12 @@ import pytest
 import torch
 from torch import nn
 
-from litert_gpu_toolkit.convert import convert_for_gpu
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.convert.pipeline import convert_for_gpu
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.cumsum import MAX_LEN, cumsum_matmul
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 from litert_gpu_toolkit.rewrites.gather_nd import gather_onehot
-from litert_gpu_toolkit.symptoms import BY_ID, for_op
+from litert_gpu_toolkit.core.symptoms import BY_ID, for_op
 
 
 class PositionEmbeddings(nn.Module):

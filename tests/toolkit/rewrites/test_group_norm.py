@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from litert_gpu_toolkit import convert_for_gpu
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.fp16_overflow import SafeGroupNorm, patch_group_norm
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 

@@ -8,8 +8,8 @@ numbers are asserted wrong, so the day the GPU gets it right a test says so."""
 import pytest
 import torch
 
-from litert_gpu_toolkit.convert import convert_for_gpu
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.convert.pipeline import convert_for_gpu
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.identical_or_constant_inputs import patch_relative_position_bias
 from litert_zoo.weights import redraw_weights  # the zoo's weight rule: O(1) activations
 

@@ -12,8 +12,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from litert_gpu_toolkit import convert_for_gpu
-from litert_gpu_toolkit.export import export_tflite
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.lowering.export import export_tflite
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 from litert_gpu_toolkit.rewrites.identical_or_constant_inputs import l2_normalize
 from wall_checks import _gpu_clean, _gpu_wrong

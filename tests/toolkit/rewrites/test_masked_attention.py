@@ -7,11 +7,11 @@ import pytest
 import torch
 from torch import nn
 
-from litert_gpu_toolkit.convert import convert_for_gpu
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.convert.pipeline import convert_for_gpu
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.masked_attention import add_at_rank3
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
-from litert_gpu_toolkit.symptoms import BY_ID
+from litert_gpu_toolkit.core.symptoms import BY_ID
 from torch_helpers import Fn  # tests/torch_helpers.py
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from litert_gpu_toolkit.export import gpu_vs_torch, signature_inputs
+from litert_gpu_toolkit.lowering.export import gpu_vs_torch, signature_inputs
 from litert_gpu_toolkit.rewrites import PATCHES
 from litert_gpu_toolkit.rewrites.output_aliasing import (
     ONE_INPUT,
@@ -25,8 +25,8 @@ from litert_gpu_toolkit.rewrites.constant_blowup import (
     parameter_bytes,
 )
 from litert_gpu_toolkit.rewrites.masked_attention import expand_attention_mask, expand_mask_array
-from litert_gpu_toolkit.runtime import compile_and_run
-from litert_gpu_toolkit.symptoms import BY_ID
+from litert_gpu_toolkit.runtime.compiled import compile_and_run
+from litert_gpu_toolkit.core.symptoms import BY_ID
 
 
 # ------------------------------------------------------------------------------ output aliasing

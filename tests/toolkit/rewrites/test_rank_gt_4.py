@@ -19,8 +19,8 @@ import torch.nn.functional as F
 from einops.layers.torch import Rearrange as EinopsRearrange
 from torch.overrides import TorchFunctionMode
 
-from litert_gpu_toolkit.export import export_tflite, gpu_vs_torch
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.lowering.export import export_tflite, gpu_vs_torch
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites import PATCHES
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 from litert_gpu_toolkit.rewrites.rank_gt_4 import (

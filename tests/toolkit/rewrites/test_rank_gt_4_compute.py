@@ -15,7 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from litert_gpu_toolkit import convert_for_gpu
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.rank_gt_4 import lower_rank_views
 
 from wall_checks import _close, _convert, _gpu_clean  # tests/toolkit/rewrites/wall_checks.py

@@ -7,8 +7,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
-from litert_gpu_toolkit.convert import apply_patches, convert_for_gpu
-from litert_gpu_toolkit.export import gpu_vs_torch
+from litert_gpu_toolkit.convert.pipeline import apply_patches, convert_for_gpu
+from litert_gpu_toolkit.lowering.export import gpu_vs_torch
 from litert_gpu_toolkit.rewrites.recurrent import (RTOL, ExplicitGRUCell, UnrolledGRU, UnrolledLSTM, patch_recurrent,
                                                    unrolled)
 

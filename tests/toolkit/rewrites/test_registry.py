@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from litert_gpu_toolkit.rewrites import registry
-from litert_gpu_toolkit.symptoms import BY_ID
+from litert_gpu_toolkit.core.symptoms import BY_ID
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -35,7 +35,29 @@ def test_every_rewrite_lives_in_the_module_named_for_its_symptom():
 
 
 def test_every_rewrite_module_is_a_symptom_id():
-    assert set(registry.REWRITE_MODULES) <= set(BY_ID)
+    modules = registry.rewrite_modules()
+    assert len(modules) >= 30
+    assert set(modules) <= set(BY_ID), sorted(set(modules) - set(BY_ID))
+
+
+def test_a_new_wall_module_is_found_without_a_list(tmp_path, monkeypatch):
+    """Dropping a file into rewrites/ is all it takes: load_rewrites finds it on disk and its patch registers."""
+    import litert_gpu_toolkit.rewrites as package
+
+    (tmp_path / "zz_new_wall.py").write_text(
+        "from litert_gpu_toolkit.rewrites import register\n"
+        "@register('patch_zz_new_wall', wall='zz_new_wall')\n"
+        "def patch_zz_new_wall(model):\n    return []\n")
+    monkeypatch.setattr(package, "__path__", [*package.__path__, str(tmp_path)])
+    monkeypatch.setattr(registry, "_LOADED", False)
+    monkeypatch.delitem(sys.modules, "litert_gpu_toolkit.rewrites.zz_new_wall", raising=False)
+    try:
+        assert "zz_new_wall" in registry.rewrite_modules()
+        registry.load_rewrites()
+        assert "patch_zz_new_wall" in registry.PATCHES
+    finally:
+        registry.PATCHES.pop("patch_zz_new_wall", None)
+        sys.modules.pop("litert_gpu_toolkit.rewrites.zz_new_wall", None)
 
 
 def test_the_wrapper_registers_what_it_is_asked_for_in_a_fresh_process():

@@ -6,7 +6,7 @@ from torch import nn
 
 from litert_gpu_toolkit.rewrites.relu_0_to_1 import clamp01, hardsigmoid_arith, patch_hardsigmoid
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
-from litert_gpu_toolkit.runtime import compile_and_run
+from litert_gpu_toolkit.runtime.compiled import compile_and_run
 
 from wall_checks import INF, _close, _convert, _gpu_clean, _same  # noqa: F401
 

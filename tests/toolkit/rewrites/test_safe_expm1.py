@@ -8,8 +8,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from litert_gpu_toolkit import convert_for_gpu
-from litert_gpu_toolkit.export import export_tflite, gpu_vs_torch
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.lowering.export import export_tflite, gpu_vs_torch
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.fp16_degraded import expm1_accurate
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 

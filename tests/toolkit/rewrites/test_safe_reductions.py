@@ -16,9 +16,9 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from litert_gpu_toolkit import convert_for_gpu
-from litert_gpu_toolkit.export import export_tflite
-from litert_gpu_toolkit.lint import lint_for_mobile
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.lowering.export import export_tflite
+from litert_gpu_toolkit.lint.mobile import lint_for_mobile
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.apply import apply_patches
 from litert_gpu_toolkit.rewrites.fp16_overflow import hierarchical_mean
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteMode, GpuRewriteWrapper, load_rewrites

@@ -7,7 +7,7 @@ from torch import nn
 
 from litert_gpu_toolkit.rewrites.select import arith_where, patch_select
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
-from litert_gpu_toolkit.runtime import compile_and_run
+from litert_gpu_toolkit.runtime.compiled import compile_and_run
 
 from wall_checks import INF, _close, _convert, _gpu_clean, _same
 

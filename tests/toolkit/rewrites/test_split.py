@@ -3,7 +3,7 @@
 import torch
 from torch import nn
 
-from litert_gpu_toolkit.export import gpu_vs_torch
+from litert_gpu_toolkit.lowering.export import gpu_vs_torch
 from litert_gpu_toolkit.rewrites.amax import patch_amax
 from litert_gpu_toolkit.rewrites.split import chunk_slices, patch_chunk, split_slices
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper

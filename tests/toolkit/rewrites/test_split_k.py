@@ -9,11 +9,11 @@ import pytest
 import torch
 import torch.nn as nn
 
-from litert_gpu_toolkit.export import export_tflite
-from litert_gpu_toolkit.metrics import compare
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.lowering.export import export_tflite
+from litert_gpu_toolkit.core.metrics import compare
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites.fp16_degraded import SplitKConv, SplitKLinear, _parts, patch_split_k
-from litert_gpu_toolkit.runtime import compile_and_run
+from litert_gpu_toolkit.runtime.compiled import compile_and_run
 from torch_helpers import Cancel  # tests/torch_helpers.py
 
 

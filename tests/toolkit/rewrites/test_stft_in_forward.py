@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from litert_gpu_toolkit.export import export_tflite, gpu_vs_torch
+from litert_gpu_toolkit.lowering.export import export_tflite, gpu_vs_torch
 from litert_gpu_toolkit.rewrites.fft import SplitComplex
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 from torch import nn
 
-from litert_gpu_toolkit.export import export_tflite, gpu_vs_torch
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.lowering.export import export_tflite, gpu_vs_torch
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.rewrites import PATCHES
 from litert_gpu_toolkit.rewrites.transpose_conv import (
     ConvTSpec,

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from litert_gpu_toolkit.export import export_tflite, gpu_vs_torch
+from litert_gpu_toolkit.lowering.export import export_tflite, gpu_vs_torch
 from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 from litert_gpu_toolkit.rewrites.unfold import _tensor_unfold_handler, col2im, im2col
 

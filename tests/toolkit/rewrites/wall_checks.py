@@ -2,8 +2,8 @@
 
 import torch
 
-from litert_gpu_toolkit.export import export_tflite, gpu_vs_torch
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.lowering.export import export_tflite, gpu_vs_torch
+from litert_gpu_toolkit.core.model_info import read_model_info
 
 INF = float("inf")
 

@@ -25,8 +25,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runtime import STATUS_OK, STATUS_RUN_ERROR, STATUS_TIMEOUT, RunResult, parse_gpu_log
-from ..errors import DeviceError
+from ..runtime.compiled import STATUS_OK, STATUS_RUN_ERROR, STATUS_TIMEOUT, RunResult, parse_gpu_log
+from ..core.errors import DeviceError
 from .protocol import write_job
 
 REGISTRY_PATH = Path(__file__).with_name("devices.json")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..runtime import (OUTSIDE_SIGNALS, STATUS_COMPILE_ERROR, STATUS_CRASH, STATUS_KILLED, STATUS_NO_GPU, STATUS_OK,
-                       STATUS_OPS_REJECTED, STATUS_RUN_ERROR, RunResult, parse_gpu_log)
+from ..runtime.compiled import (OUTSIDE_SIGNALS, STATUS_COMPILE_ERROR, STATUS_CRASH, STATUS_KILLED, STATUS_NO_GPU,
+                                STATUS_OK, STATUS_OPS_REJECTED, STATUS_RUN_ERROR, RunResult, parse_gpu_log)
 from .protocol import ProtocolError, read_outputs
 
 
@@ -32,7 +32,7 @@ def entries_of(inputs: dict) -> tuple[list[tuple[str, dict[str, np.ndarray]]], s
 def matched_to_model(model_path, entries: list[tuple[str, dict[str, np.ndarray]]]):
     """Each array cast to its model input's dtype (e.g. an int64 token array for an int32 input), like the
     Python path's buffer write. Names and shapes are left for the runner to check."""
-    from ..model_info import InvalidModelError, numpy_dtype, read_model_info
+    from ..core.model_info import InvalidModelError, numpy_dtype, read_model_info
 
     try:
         info = read_model_info(model_path)

@@ -27,9 +27,9 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import DeviceError
-from ..process_group import kill_group
-from ..runtime import RunResult
+from ..core.errors import DeviceError
+from ..runtime.process_group import kill_group
+from ..runtime.compiled import RunResult
 
 SOURCE_DIR = Path(__file__).resolve().with_name("runner")
 SOURCES = ("litert_gpu_runner.cc", "litert_c_api.h")

@@ -30,9 +30,9 @@ Exit status of every verify script (`verify_main`):
 """
 from __future__ import annotations
 
-from ..errors import (EXIT_FAILED, EXIT_NO_GPU, EXIT_PASSED, EXIT_USAGE, ArtifactError, DeviceError, NoGpuError,
+from ..core.errors import (EXIT_FAILED, EXIT_NO_GPU, EXIT_PASSED, EXIT_USAGE, ArtifactError, DeviceError, NoGpuError,
                       RecipeError, ResultsFileError)
-from ..residency import Residency, residency, residency_line, runtime_version
+from ..runtime.residency import Residency, residency, residency_line, runtime_version
 from .artifacts import load_model, load_reference, require_file, save_reference
 from .devices import (HOST_DEVICES, LATENCY_METRIC, NATIVE_DEVICES, STRICT_GATE, add_device_argument, device_label,
                       fixed_inputs_only, is_native, is_phone, known_devices, latency_ms, open_session, print_failure,

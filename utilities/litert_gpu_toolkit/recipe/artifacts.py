@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import (EXIT_FAILED, EXIT_NO_GPU, EXIT_PASSED, EXIT_USAGE, ArtifactError, DeviceError,  # noqa: F401
+from ..core.errors import (EXIT_FAILED, EXIT_NO_GPU, EXIT_PASSED, EXIT_USAGE, ArtifactError, DeviceError,  # noqa: F401
                      NoGpuError, RecipeError, ResultsFileError)
-from ..model_info import InvalidModelError, ModelInfo, read_model_info
-from ..residency import Residency, residency, residency_line, runtime_version  # noqa: F401  (recipes import them here)
+from ..core.model_info import InvalidModelError, ModelInfo, read_model_info
+from ..runtime.residency import Residency, residency, residency_line, runtime_version  # noqa: F401  (recipes import them here)
 
 
 def require_file(path: Path, how: str) -> Path:

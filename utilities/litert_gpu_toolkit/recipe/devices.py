@@ -7,10 +7,10 @@ import os
 import platform
 from typing import Iterable
 
-from ..errors import (EXIT_FAILED, EXIT_NO_GPU, EXIT_PASSED, EXIT_USAGE, ArtifactError, DeviceError,  # noqa: F401
+from ..core.errors import (EXIT_FAILED, EXIT_NO_GPU, EXIT_PASSED, EXIT_USAGE, ArtifactError, DeviceError,  # noqa: F401
                      NoGpuError, RecipeError, ResultsFileError)
-from ..residency import Residency, gpu_label, residency, residency_line, runtime_version  # noqa: F401  (recipes import them here)
-from ..runtime import STATUS_NO_GPU, RunResult, compile_and_run
+from ..runtime.residency import Residency, gpu_label, residency, residency_line, runtime_version  # noqa: F401  (recipes import them here)
+from ..runtime.compiled import STATUS_NO_GPU, RunResult, compile_and_run
 
 
 HOST_DEVICES = {
@@ -129,7 +129,7 @@ def refuse_no_gpu(run: RunResult, device: str) -> None:
 def open_session(model_path, device: str):
     """A `runtime.Session` (in-process, compiled once) for `device`'s stateful loop; strict like run_on_device.
     Host devices only: a phone runner takes one fixed input set per job (DeviceError)."""
-    from ..runtime import Session
+    from ..runtime.compiled import Session
 
     device = resolve_device(device)
     if fixed_inputs_only(device):

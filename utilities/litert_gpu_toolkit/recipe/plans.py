@@ -15,7 +15,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from ..residency import Residency, residency
+from ..runtime.residency import Residency, residency
 from .artifacts import load_model
 from .devices import print_failure, run_on_device
 
@@ -28,7 +28,7 @@ def export_plan(model, example_inputs, folder: Path, args, *, cut: str, fp32_par
     """Cut `model` after module `cut` into two graphs in `folder` (part0.tflite, part1.tflite), part `fp32_part`
     marked fp32, with provenance (from the export script's `args`) and plan.json. Returns the PrecisionPlan.
     Raises precision_plan.CutError when `cut` names no module or the pieces do not reproduce the model."""
-    from ..precision_plan import plan_precision
+    from ..convert.precision_plan import plan_precision
     from .scripts import finish_export
 
     start = time.perf_counter()
@@ -69,7 +69,7 @@ class PlanRun:
 def run_plan(plan_json: Path, samples: list, device: str, how: str) -> PlanRun:
     """Every sample (a tuple of the model's input arrays, batch axis included) through the plan's parts on `device`,
     the fp32 part on FP32_DEVICE[device]. `how` names the export command for a missing / corrupt part."""
-    from ..precision_plan import PrecisionPlan
+    from ..convert.precision_plan import PrecisionPlan
 
     plan = PrecisionPlan.load(plan_json)
     folder = Path(plan_json).parent

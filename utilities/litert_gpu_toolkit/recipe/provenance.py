@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..model_info import read_model_info
+from ..core.model_info import read_model_info
 from .results import git_commit, git_dirty
 
 SUFFIX = ".provenance.json"

@@ -11,11 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..atomic_file import write_text_atomic
-from ..errors import (EXIT_FAILED, EXIT_NO_GPU, EXIT_PASSED, EXIT_USAGE, ArtifactError, DeviceError,  # noqa: F401
+from ..core.atomic_file import write_text_atomic
+from ..core.errors import (EXIT_FAILED, EXIT_NO_GPU, EXIT_PASSED, EXIT_USAGE, ArtifactError, DeviceError,  # noqa: F401
                      NoGpuError, RecipeError, ResultsFileError)
-from ..residency import Residency, residency, residency_line, runtime_version  # noqa: F401  (recipes import them here)
-from ..runtime import STATUS_NO_GPU, RunResult
+from ..runtime.residency import Residency, residency, residency_line, runtime_version  # noqa: F401  (recipes import them here)
+from ..runtime.compiled import STATUS_NO_GPU, RunResult
 from .devices import device_label, refuse_no_gpu
 
 

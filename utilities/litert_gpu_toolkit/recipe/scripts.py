@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from ..errors import (EXIT_FAILED, EXIT_NO_GPU, EXIT_PASSED, EXIT_USAGE, ArtifactError, DeviceError,  # noqa: F401
+from ..core.errors import (EXIT_FAILED, EXIT_NO_GPU, EXIT_PASSED, EXIT_USAGE, ArtifactError, DeviceError,  # noqa: F401
                      NoGpuError, RecipeError, ResultsFileError)
-from ..arguments import add_verbose_argument
-from ..runtime import RunResult
+from ..core.arguments import add_verbose_argument
+from ..runtime.compiled import RunResult
 from .devices import add_device_argument
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from ..model_info import ModelInfo, TensorInfo
+from ..core.model_info import ModelInfo, TensorInfo
 
 
 # ---------------------------------------------------------------------------------------------

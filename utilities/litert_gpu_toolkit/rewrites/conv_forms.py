@@ -10,7 +10,7 @@ ai-edge-litert 2.3.0; tests/toolkit/rewrites/test_conv_forms.py lists every form
     as an explicit zero PAD. Exact: the same conv on the same zero-padded input.
   * conv1d / conv2d with groups whose channels per group are not multiples of 4 (e.g. a weight computed
     in forward, which patch_grouped_conv's module patch cannot see): the GPU's grouped CONV_2D returns
-    wrong values (corr 0.11). Rewritten as one conv per group (`transpose_conv.grouped_conv`), exact.
+    wrong values (corr 0.11). Rewritten as one conv per group (`transpose_conv.conv_per_group`), exact.
   * conv3d: every intermediate is rank 5 ('Tensor dimensions must be less than 5'). Rewritten as, per
     depth tap, one conv2d over all output depths batched into the batch axis, summed: rank <= 4 inside,
     exact up to fp32 summation order. The rank-5 input / output views remain; when the model builds the
@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from .functional import register_handler
 from .registry import declare
-from .transpose_conv.spec import grouped_conv
+from .transpose_conv.spec import conv_per_group
 
 NAME = "patch_conv_forms"
 declare(NAME, wall="conv_forms")
@@ -84,7 +84,7 @@ def conv_rewritten(nd: int, x, weight, bias=None, stride=1, padding=0, dilation=
         padding = _tuple(padding, nd)
         if padding is None:
             return NotImplemented
-    y = grouped_conv(x, weight, bias, groups, padding, dilation, stride)
+    y = conv_per_group(x, weight, bias, groups, padding, dilation, stride)
     return y.squeeze(0) if unbatched else y
 
 
@@ -126,7 +126,7 @@ def conv3d_as_conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, grou
         start = dd * j
         q, r = divmod(start, sd)
         taps = t[:, q:q + d_out, r]                                       # depths sd * i + start: [N, Dout, CHW]
-        y = grouped_conv(taps.reshape(n * d_out, c, h, w), weight[:, :, j], bias if j == 0 else None, int(groups),
+        y = conv_per_group(taps.reshape(n * d_out, c, h, w), weight[:, :, j], bias if j == 0 else None, int(groups),
                          (ph, pw), (dh, dw), (sh, sw))
         out = y if out is None else out + y
     ho, wo = int(out.shape[-2]), int(out.shape[-1])

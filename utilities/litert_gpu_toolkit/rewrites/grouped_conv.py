@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from . import Change, register, set_submodule
-from .transpose_conv.spec import grouped_conv
+from .transpose_conv.spec import conv_per_group
 
 
 # ------------------------------------------------------------------------------------- grouped conv
@@ -28,7 +28,7 @@ class SplitGroupConv(nn.Module):
         self.groups, self.stride, self.padding, self.dilation = conv.groups, conv.stride, conv.padding, conv.dilation
 
     def forward(self, x):
-        return grouped_conv(x, self.weight, self.bias, self.groups, self.padding, self.dilation, self.stride)
+        return conv_per_group(x, self.weight, self.bias, self.groups, self.padding, self.dilation, self.stride)
 
 
 class DepthwiseMultiplier1x1(nn.Module):

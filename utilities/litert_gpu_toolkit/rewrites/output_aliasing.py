@@ -30,7 +30,7 @@ import torch
 import torch.nn as nn
 
 from . import Change, register
-from ..model_info import ModelInfo, TensorInfo
+from ..core.model_info import ModelInfo, TensorInfo
 
 
 

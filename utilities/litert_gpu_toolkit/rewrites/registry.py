@@ -10,7 +10,8 @@ Two kinds of rewrite register here, both scoped so nothing outlives an export:
 
 The wall names the module: the rewrites for symptom `gather_nd` live in `rewrites/gather_nd/`, those
 for `amax` in `rewrites/amax.py` (tests/toolkit/rewrites/test_registry.py holds every one to that).
-Importing this module imports no torch; `load_rewrites()` imports the rewrite modules (and torch).
+Importing this module imports no torch; `load_rewrites()` imports the rewrite modules (and torch), found on
+disk (`rewrite_modules`). docs/writing-a-rewrite.md says how to add one.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ class PatchSpec:
     name: str
     fn: Callable | None   # fn(model, **kwargs) -> list[Change]; None for a functional-only rewrite
     exact: bool
-    wall: str             # the symptom id (litert_gpu_toolkit.symptoms) this rewrite removes = its module
+    wall: str             # the symptom id (litert_gpu_toolkit.core.symptoms) this rewrite removes = its module
     default: bool         # applied by apply_patches() / convert_for_gpu unless excluded
 
 
@@ -52,17 +53,10 @@ TRACKERS: list[tuple[str, object]] = []
 # snapshot: the model's parameters and buffers by name, as they were outside any trace. Returns an undo callable.
 ENTER_HOOKS: dict[str, Callable] = {}
 
-# Every rewrite module, named for the symptom id of the wall it removes. A module that is missing (a
-# partial vendoring of the toolkit) is skipped and listed by `load_rewrites()`; a module that is there
-# but fails to import raises: a broken rewrite must not pass silently.
-REWRITE_MODULES = ("gather_nd", "rank_gt_4", "cumsum", "constant_resize", "transpose_conv", "select", "broadcast_to",
-                   "batch_matmul", "masked_attention", "output_aliasing", "relu_0_to_1", "identical_or_constant_inputs",
-                   "amax",
-                   "split", "linear_channel_attention", "fft", "reverse_v2", "grouped_conv", "fp16_overflow",
-                   "fp16_silent_zero", "constant_blowup", "conv_forms", "unfold", "recurrent",
-                   "parametrized_weights", "constant_operand", "avg_pool", "strided_assign", "fp16_degraded",
-                   "padded_mean", "bool_slice")
-_MISSING: list[str] = []
+# The modules of rewrites/ that are machinery, not walls. Every other module or sub-package there holds one wall's
+# rewrites, is named for that wall's symptom id, and is found on disk by `load_rewrites()`: adding a rewrite is
+# writing its file (and, for a new wall, its symptom entry), nothing else.
+MACHINERY = ("registry", "functional", "apply", "scoping", "einsum_axes", "shared")
 _LOADED = False
 
 
@@ -91,20 +85,30 @@ def spec_of(name: str) -> PatchSpec | None:
     return PATCHES.get(name) or FUNCTIONAL.get(name)
 
 
+def rewrite_modules() -> list[str]:
+    """The wall modules under rewrites/ (top level, sorted), found on disk: every module that is not MACHINERY."""
+    import pkgutil
+
+    package = importlib.import_module(__package__)
+    return sorted(m.name for m in pkgutil.iter_modules(package.__path__)
+                  if m.name not in MACHINERY and not m.name.startswith("_"))
+
+
 def load_rewrites() -> list[str]:
-    """Import every rewrite module that exists; return the names of those that do not."""
+    """Import every wall module (each sub-package imports its own modules), registering their rewrites.
+
+    Returns [] (kept for callers that listed the modules a partial vendoring lacked: what is on disk is loaded).
+    A module that fails to import raises: a broken rewrite must not pass silently."""
     global _LOADED
     if not _LOADED:
-        for name in REWRITE_MODULES:
-            full = f"{__package__}.{name}"
-            try:
-                importlib.import_module(full)
-            except ModuleNotFoundError as e:
-                if e.name != full:          # the module exists but one of *its* imports is missing
-                    raise
-                _MISSING.append(name)
-        _LOADED = True
-    return list(_MISSING)
+        _LOADED = True                       # set first: a wall module that reads the package index re-enters
+        try:
+            for name in rewrite_modules():
+                importlib.import_module(f"{__package__}.{name}")
+        except BaseException:
+            _LOADED = False
+            raise
+    return []
 
 
 def handler_names() -> list[str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from litert_gpu_toolkit.recipe import add_ref_argument, add_weights_argument, script_parser, verify_main
-from litert_gpu_toolkit.speech import espeak
+from litert_gpu_toolkit.recipe.speech import espeak
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "the torchfcpe wheel's fcpe_c_v001.pt; or the path of a conv-only FCPE .pt checkpoint"

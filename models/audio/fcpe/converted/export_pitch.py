@@ -41,8 +41,8 @@ def main(argv=None) -> int:
     import torch
     from fcpe import PitchGraph, load_model, reference_salience
 
-    from litert_gpu_toolkit.export import export_tflite
-    from litert_gpu_toolkit.model_info import read_model_info
+    from litert_gpu_toolkit.lowering.export import export_tflite
+    from litert_gpu_toolkit.core.model_info import read_model_info
     from litert_gpu_toolkit.rewrites.apply import apply_patches
 
     model, config = load_model(args.weights)

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from litert_gpu_toolkit import weights
+from litert_gpu_toolkit.core import weights
 from litert_gpu_toolkit.rewrites.fft import ConvSTFT, mel_filterbank
 from litert_gpu_toolkit.rewrites.gather_nd.reflect_pad import exchange_matrix, reflect_pad_exchange
 

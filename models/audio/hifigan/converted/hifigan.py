@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from litert_gpu_toolkit import weights
+from litert_gpu_toolkit.core import weights
 from litert_gpu_toolkit.rewrites.fft.basis import mel_filterbank as basis_mel_filterbank
 
 LRELU_SLOPE = 0.1

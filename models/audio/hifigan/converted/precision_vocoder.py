@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from export_vocoder import rewrite_upsamplers
 from hifigan import LRELU_SLOPE, load_generator
-from litert_gpu_toolkit.export import gpu_vs_torch
+from litert_gpu_toolkit.lowering.export import gpu_vs_torch
 from litert_gpu_toolkit.recipe import device_label
 
 BOUNDARIES = ("ups.0", "stage 0", "stage 1", "stage 2", "stage 3", "waveform")

@@ -42,9 +42,9 @@ def _median_ms(run) -> float:
 
 
 def _one_graph(generator, x, ref, path: Path, repeats: int) -> dict:
-    from litert_gpu_toolkit.export import gpu_vs_torch
-    from litert_gpu_toolkit.metrics import compare
-    from litert_gpu_toolkit.runtime import compile_and_run
+    from litert_gpu_toolkit.lowering.export import gpu_vs_torch
+    from litert_gpu_toolkit.core.metrics import compare
+    from litert_gpu_toolkit.runtime.compiled import compile_and_run
 
     result = gpu_vs_torch(generator, (x,), path)
     if not result.ok:
@@ -62,9 +62,9 @@ def _plain_side_by_side(x, ref, rewritten: Path, tmp: Path, repeats: int) -> dic
     """The plain fp16 graph's corr, and both graphs' median GPU ms over `repeats` alternating rounds."""
     from export_vocoder import rewrite_upsamplers
     from hifigan import load_generator
-    from litert_gpu_toolkit.export import export_tflite
-    from litert_gpu_toolkit.metrics import compare
-    from litert_gpu_toolkit.runtime import compile_and_run
+    from litert_gpu_toolkit.lowering.export import export_tflite
+    from litert_gpu_toolkit.core.metrics import compare
+    from litert_gpu_toolkit.runtime.compiled import compile_and_run
 
     plain = load_generator()
     rewrite_upsamplers(plain, "polyphase")

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from litert_gpu_toolkit.recipe import add_ref_argument, add_weights_argument, script_parser, verify_main
-from litert_gpu_toolkit.speech import espeak
+from litert_gpu_toolkit.recipe.speech import espeak
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "the openwakeword wheel's resources/models folder; or a folder with the same .onnx files"

@@ -37,8 +37,8 @@ def main(argv=None) -> int:
     import torch
     from oww import load_stage
 
-    from litert_gpu_toolkit.export import export_tflite
-    from litert_gpu_toolkit.model_info import read_model_info
+    from litert_gpu_toolkit.lowering.export import export_tflite
+    from litert_gpu_toolkit.core.model_info import read_model_info
     from litert_gpu_toolkit.rewrites.apply import apply_patches
 
     torch.manual_seed(0)

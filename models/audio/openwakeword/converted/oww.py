@@ -26,7 +26,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from litert_gpu_toolkit import weights
+from litert_gpu_toolkit.core import weights
 
 INSTALL = "pip install --no-deps openwakeword==0.5.1"
 GRAPHS = ("melspectrogram", "embedding_model", "hey_jarvis_v0.1")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from litert_gpu_toolkit.metrics import compare
+from litert_gpu_toolkit.core.metrics import compare
 from litert_gpu_toolkit.recipe import (LATENCY_METRIC, add_model_argument, add_ref_argument, finish_verify,
                                        latency_ms, load_model, load_reference, print_failure, residency,
                                        run_on_device, strict_gates, verify_main, verify_parser)

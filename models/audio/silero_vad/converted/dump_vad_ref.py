@@ -20,7 +20,7 @@ import numpy as np
 import soundfile as sf
 
 from litert_gpu_toolkit.recipe import add_ref_argument, add_weights_argument, script_parser, verify_main
-from litert_gpu_toolkit.speech import espeak
+from litert_gpu_toolkit.recipe.speech import espeak
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = ("the silero-vad package's data/ folder (silero_vad.jit, silero_vad_16k.safetensors); "

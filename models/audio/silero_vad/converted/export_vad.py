@@ -63,8 +63,8 @@ def main() -> int:
     from vad_net import (CHUNK, CONTEXT, HIDDEN, SAMPLE_RATE, GpuStep, ReflectPadRight, load_net, load_reference,
                          reference_state_dict, safetensors_state_dict, stream_net, stream_reference)
 
-    from litert_gpu_toolkit.export import export_tflite
-    from litert_gpu_toolkit.model_info import read_model_info
+    from litert_gpu_toolkit.lowering.export import export_tflite
+    from litert_gpu_toolkit.core.model_info import read_model_info
     from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
     from litert_gpu_toolkit.rewrites.output_aliasing import find_aliased_outputs, outputs_guarded_by_runtime_one
 

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from litert_gpu_toolkit.rewrites.output_aliasing import alias_safe_output
-from litert_gpu_toolkit import weights
+from litert_gpu_toolkit.core import weights
 from litert_gpu_toolkit.rewrites.gather_nd.reflect_pad import exchange_matrix, reflect_pad_exchange
 from vad_signal import CHUNK, CONTEXT, HIDDEN, SAMPLE_RATE, segments, steps_of  # noqa: F401  (re-exported)
 

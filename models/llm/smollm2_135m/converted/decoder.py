@@ -41,7 +41,7 @@ from litert_gpu_toolkit.rewrites.broadcast_to import repeat_kv_cat
 from litert_gpu_toolkit.rewrites.fp16_overflow import MASK_FILL
 from litert_gpu_toolkit.rewrites.fp16_silent_zero import patch_rmsnorm
 from litert_gpu_toolkit.rewrites.output_aliasing import alias_safe_output
-from litert_gpu_toolkit import weights
+from litert_gpu_toolkit.core import weights
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PREFILL_LEN = 64        # tokens per prefill graph (shorter prompts are right-padded)
@@ -59,7 +59,7 @@ def load_model(model: str | None = None):
     (de-quantized by transformers), or a local directory / hub id (see toolkit `resolve_model_dir`)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from litert_gpu_toolkit.weights import resolve_model_dir
+    from litert_gpu_toolkit.core.weights import resolve_model_dir
 
     model_dir = resolve_model_dir(model, default=package_dir)
     gguf = {"gguf_file": GGUF_FILE} if (model_dir / GGUF_FILE).exists() else {}

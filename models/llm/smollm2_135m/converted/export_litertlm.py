@@ -61,7 +61,7 @@ def load(args):
         return D.load_model(args.weights)
     from transformers import AutoTokenizer
 
-    from litert_gpu_toolkit.weights import resolve_model_dir
+    from litert_gpu_toolkit.core.weights import resolve_model_dir
 
     model_dir = resolve_model_dir(args.weights, default=D.package_dir)
     gguf = {"gguf_file": D.GGUF_FILE} if (model_dir / D.GGUF_FILE).exists() else {}
@@ -216,8 +216,8 @@ def main() -> int:
     else:
         import torch
 
-        from litert_gpu_toolkit.fp16_weights import fp16_weights
-        from litert_gpu_toolkit.quiet import converter_output, quiet_import_litert_torch
+        from litert_gpu_toolkit.lowering.fp16_weights import fp16_weights
+        from litert_gpu_toolkit.core.quiet import converter_output, quiet_import_litert_torch
 
         dims = D.Dims.of(lm.config)
         print(f"[3/4] converting prefill_{args.length} + decode (capacity {args.capacity}) with litert-torch ...")

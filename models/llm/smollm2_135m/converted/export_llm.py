@@ -71,9 +71,9 @@ def main() -> int:
 
     import decoder as D
 
-    from litert_gpu_toolkit.export import export_tflite
-    from litert_gpu_toolkit.fp16_weights import fp16_weights
-    from litert_gpu_toolkit.model_info import read_model_info
+    from litert_gpu_toolkit.lowering.export import export_tflite
+    from litert_gpu_toolkit.lowering.fp16_weights import fp16_weights
+    from litert_gpu_toolkit.core.model_info import read_model_info
 
     print("[1/4] loading the model")
     lm, tokenizer = D.load_model(args.weights)

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from litert_gpu_toolkit.metrics import compare
+from litert_gpu_toolkit.core.metrics import compare
 from litert_gpu_toolkit.recipe import (LATENCY_METRIC, DeviceError, add_ref_argument, finish_verify,
                                        fixed_inputs_only, is_native, latency_ms, load_model, load_reference,
                                        open_session, print_failure, residency, run_on_device, strict_gates,

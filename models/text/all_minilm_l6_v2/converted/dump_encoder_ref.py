@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 import numpy as np
 
 from litert_gpu_toolkit.recipe import add_ref_argument, add_weights_argument, script_parser
-from litert_gpu_toolkit.weights import resolve_model_dir
+from litert_gpu_toolkit.core.weights import resolve_model_dir
 
 
 def read_sentences(path: Path) -> list[str]:

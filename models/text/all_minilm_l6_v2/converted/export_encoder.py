@@ -47,10 +47,10 @@ def main() -> int:
     import torch
     from encoder import SentenceEncoder, load_encoder
 
-    from litert_gpu_toolkit.export import export_tflite
-    from litert_gpu_toolkit.fp16_weights import fp16_weights
-    from litert_gpu_toolkit.model_info import read_model_info
-    from litert_gpu_toolkit.weights import resolve_model_dir
+    from litert_gpu_toolkit.lowering.export import export_tflite
+    from litert_gpu_toolkit.lowering.fp16_weights import fp16_weights
+    from litert_gpu_toolkit.core.model_info import read_model_info
+    from litert_gpu_toolkit.core.weights import resolve_model_dir
 
     suffix = {None: "", "fc": "_fp16w", "all": "_fp16w_all"}[args.fp16_weights]
     out = args.model or ARTIFACTS / f"encoder{'_plain' if args.plain else ''}{suffix}.tflite"

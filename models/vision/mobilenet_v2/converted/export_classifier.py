@@ -22,8 +22,8 @@ def main() -> int:
 
     import torch
 
-    from litert_gpu_toolkit.export import export_tflite
-    from litert_gpu_toolkit.model_info import read_model_info
+    from litert_gpu_toolkit.lowering.export import export_tflite
+    from litert_gpu_toolkit.core.model_info import read_model_info
     from mobilenet_v2 import load_model
 
     model = load_model(args.weights)

@@ -37,8 +37,8 @@ def main() -> int:
     import torch
     from mtcnn import load_net, pnet_signature, pyramid_sizes
 
-    from litert_gpu_toolkit.model_info import read_model_info
-    from litert_gpu_toolkit.quiet import converter_output, quiet_import_litert_torch
+    from litert_gpu_toolkit.core.model_info import read_model_info
+    from litert_gpu_toolkit.core.quiet import converter_output, quiet_import_litert_torch
 
     litert_torch = quiet_import_litert_torch()
     args.model.mkdir(parents=True, exist_ok=True)

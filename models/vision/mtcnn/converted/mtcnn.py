@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from litert_gpu_toolkit import weights
+from litert_gpu_toolkit.core import weights
 
 MIN_FACE = 20                   # smallest face searched for, pixels
 FACTOR = 0.709                  # pyramid step

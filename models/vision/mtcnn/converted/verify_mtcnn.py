@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.recipe import (LATENCY_METRIC, ArtifactError, add_ref_argument, finish_verify, latency_ms,
                                        load_model, load_reference, print_failure, residency, run_on_device,
                                        strict_gates, verify_main, verify_parser)

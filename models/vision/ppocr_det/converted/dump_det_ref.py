@@ -37,7 +37,7 @@ def main() -> int:
     import ppocr_det
     import torch
 
-    from litert_gpu_toolkit.weights import WeightsError
+    from litert_gpu_toolkit.core.weights import WeightsError
 
     try:
         model = ppocr_det.load(args.weights)

@@ -52,9 +52,9 @@ def main() -> int:
     import ppocr_det
     import torch
 
-    from litert_gpu_toolkit.export import export_tflite
+    from litert_gpu_toolkit.lowering.export import export_tflite
     from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
-    from litert_gpu_toolkit.weights import WeightsError
+    from litert_gpu_toolkit.core.weights import WeightsError
 
     try:
         model = ppocr_det.load(args.weights)
@@ -77,7 +77,7 @@ def main() -> int:
 
 def export_plan(parser, model, x, folder: Path, args) -> int:
     """The detector as two strict-GPU graphs cut after args.fp32_until, the first with fp32 arithmetic."""
-    from litert_gpu_toolkit.precision_plan import CutError
+    from litert_gpu_toolkit.convert.precision_plan import CutError
     from litert_gpu_toolkit.recipe.plans import export_plan as export_parts
     from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 

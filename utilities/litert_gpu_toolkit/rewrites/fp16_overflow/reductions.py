@@ -38,7 +38,7 @@ from torch import nn
 
 from .. import Change, register
 from ..functional import PrepassSites, register_handler
-from ...symptoms import LONG_REDUCTION
+from ...core.symptoms import LONG_REDUCTION
 from .norms import hierarchical_mean
 from .rescale import DEFAULT_LIMIT
 

@@ -180,7 +180,7 @@ def _pairs(model, args, kwargs, firsts: set[str]) -> dict[str, tuple[str, float]
 
 
 def _outputs(model, args, kwargs) -> list[torch.Tensor]:
-    from ...outputs import flat_tensors
+    from ...core.outputs import flat_tensors
 
     with torch.no_grad():
         return [t.detach().clone() for t in flat_tensors(model(*args, **kwargs))]

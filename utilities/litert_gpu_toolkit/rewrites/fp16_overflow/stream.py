@@ -207,7 +207,7 @@ def _trace(model, args, kwargs) -> _Graph:
             out = model(*args, **kwargs)
     finally:
         g.remove()
-    from ...outputs import flat_tensors
+    from ...core.outputs import flat_tensors
 
     g.out_ids = {id(t) for t in flat_tensors(out)}
     g.keep += list(flat_tensors(out))

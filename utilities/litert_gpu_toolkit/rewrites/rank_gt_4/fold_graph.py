@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ...inputs import folded_shape
+from ...core.inputs import folded_shape
 from ..registry import Change, declare
 
 NAME = "fold_rank5"
@@ -243,7 +243,7 @@ def fold_inputs(runnable, parsed: dict, changes: list, log: list, tried: set) ->
     (name, (args, kw)), = parsed.items()
     if kw or not has_rank5_input(args):
         return runnable, parsed
-    from ...quiet import stage
+    from ...core.quiet import stage
 
     tried.add(NAME)                                   # whatever comes of it, it is no suggestion any more
     try:

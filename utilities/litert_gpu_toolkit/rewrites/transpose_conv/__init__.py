@@ -50,6 +50,6 @@ from .polyphase import (
     DepthwisePolyphaseConvT1d,
     DepthwisePolyphaseConvT2d,
 )
-from .spec import ConvTSpec, conv_transpose_macs, interleave_phases, zero_stuff, grouped_conv
+from .spec import ConvTSpec, conv_transpose_macs, interleave_phases, zero_stuff, conv_per_group
 from .zero_stuff import ZeroStuffConvT1d, ZeroStuffConvT2d
 from .functional import conv_transpose_polyphase, polyphase_weight_rank4, selection_matrix

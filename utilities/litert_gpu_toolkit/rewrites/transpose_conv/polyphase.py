@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .spec import (ConvTAttributes, ConvTSpec, _batched, _fmt, _output_padding, _pad_or_crop, grouped_conv,
+from .spec import (ConvTAttributes, ConvTSpec, _batched, _fmt, _output_padding, _pad_or_crop, conv_per_group,
                    interleave_phases)
 from .zero_stuff import _from_conv_transpose
 
@@ -66,7 +66,7 @@ def polyphase_forward(x: torch.Tensor, weight: torch.Tensor, phase_bias: torch.T
     conv_pad = values.pop() if len(values) == 1 and min(values) > 0 else 0
     if not conv_pad:
         x = _pad_or_crop(x, in_pads)
-    z = grouped_conv(x, weight, None if late_bias else phase_bias, spec.groups, conv_pad)
+    z = conv_per_group(x, weight, None if late_bias else phase_bias, spec.groups, conv_pad)
     y = interleave_phases(z, spec.stride, order)
     crops = [(-(p - lo * s), 0) for p, lo, s in zip(spec.padding, lo_rows, spec.stride)]
     y = _pad_or_crop(y, crops)

@@ -180,7 +180,7 @@ def _conv(ndim: int):
     return F.conv1d if ndim == 1 else F.conv2d
 
 
-def grouped_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, groups: int,
+def conv_per_group(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, groups: int,
                  padding: int = 0, dilation=1, stride=1) -> torch.Tensor:
     """Stride-1 conv with `groups`, split into one conv per group unless the GPU runs the grouped form right.
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .spec import ConvTAttributes, ConvTSpec, _batched, _output_padding, _pad_or_crop, grouped_conv, zero_stuff
+from .spec import ConvTAttributes, ConvTSpec, _batched, _output_padding, _pad_or_crop, conv_per_group, zero_stuff
 
 
 # ------------------------------------------------------------------------------------- zero-stuff
@@ -45,7 +45,7 @@ class _ZeroStuffConvT(ConvTAttributes, nn.Module):
         # pad before the conv; a negative pad (padding > dilated kernel - 1) crops the conv output instead,
         # which is the same for a stride-1 conv and keeps the conv input at least one kernel wide
         y = _pad_or_crop(y, [(max(lo, 0), max(hi, 0)) for lo, hi in pads])
-        y = grouped_conv(y, self.weight, self.bias, spec.groups, 0, spec.dilation)
+        y = conv_per_group(y, self.weight, self.bias, spec.groups, 0, spec.dilation)
         y = _pad_or_crop(y, [(min(lo, 0), min(hi, 0)) for lo, hi in pads])
         return y.squeeze(0) if unbatched else y
 

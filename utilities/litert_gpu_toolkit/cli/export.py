@@ -1,0 +1,164 @@
+"""Export a Hugging Face model for a task to a checked GPU .tflite in one command.
+
+    python -m litert_gpu_toolkit export --model DIR_OR_ID --task TASK -o OUT/
+
+The model comes from a local folder or a hub id (fetched only when needed; HF_HUB_OFFLINE=1 keeps to the local
+cache; remote code is never run). It is wrapped for the task at the fixed shapes the flags give, converted
+with `convert_for_gpu` (the toolkit's rewrites, then the GPU check against torch) and OUT/ receives, per graph:
+GRAPH.tflite, its provenance sidecar GRAPH.tflite.provenance.json, the check report GRAPH.check.txt and
+GRAPH.check.json; and export.json, the record of the whole run (task, source, shapes, per graph the verdict,
+residency, rewrites kept and the worst correlation with torch). text-generation writes two graphs, prefill
+and decode; every other task writes one, model.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import time
+from pathlib import Path
+
+from ..core.arguments import add_verbose_argument, positive_float, positive_int, seed
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..export.tasks import TASKS, task_table
+
+    p.description = f"{p.description}\nTasks:\n{task_table()}"
+    p.add_argument("--model", required=True, metavar="DIR_OR_ID",
+                   help="a model folder (config.json + safetensors, as save_pretrained writes it) or a hub id "
+                        "'owner/name' (HF_HUB_OFFLINE=1: the local cache only)")
+    p.add_argument("--task", required=True, choices=list(TASKS), metavar="TASK",
+                   help="what the graph computes (listed above)")
+    p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT",
+                   help="the folder that receives the files (made if missing)")
+    p.add_argument("--seq-len", type=positive_int, default=128,
+                   help="text: the fixed sequence length (default: 128); text-generation: the prefill length")
+    p.add_argument("--image-size", type=positive_int, default=None,
+                   help="image tasks: the square input's side (default: the config's image_size, else 224)")
+    p.add_argument("--audio-seconds", type=positive_float, default=1.0,
+                   help="audio tasks: the fixed clip length in seconds (default: 1.0)")
+    p.add_argument("--cache-len", type=positive_int, default=256,
+                   help="text-generation: the decode graph's KV-cache rows (default: 256)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the example inputs (default: 0)")
+    p.add_argument("--no-check", action="store_true",
+                   help="convert only: no GPU check (the verdict is UNCHECKED, exit 0 when every graph converted)")
+    add_verbose_argument(p)
+
+
+class Progress:
+    """A one-line bar over the export's stages, on stderr (stdout keeps the summary)."""
+
+    WIDTH = 20
+
+    def __init__(self, total: int, stream=None):
+        self.total, self.done, self.stream = total, 0, stream or sys.stderr
+        self.start = time.perf_counter()
+
+    def step(self, text: str) -> None:
+        filled = self.WIDTH * self.done // max(1, self.total)
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        elapsed = time.perf_counter() - self.start
+        print(f"[{bar}] {self.done}/{self.total} {elapsed:5.0f} s  {text}", file=self.stream, flush=True)
+        self.done += 1
+
+    def finish(self, text: str) -> None:
+        self.done = self.total
+        self.step(text)
+
+
+def _report_text(report) -> str:
+    from ..check.report import print_report
+
+    buffer = io.StringIO()
+    print_report(report, full=True, file=buffer)
+    return buffer.getvalue()
+
+
+def _worst_corr(report) -> float | None:
+    corrs = [c.get("corr") for outs in (getattr(report, "signatures", None) or {}).values() for e in outs.values()
+             for label, c in e.get("vs_reference", {}).items() if label != "cpu" and c.get("corr") is not None]
+    return min(corrs) if corrs else None
+
+
+def _write_graph(out: Path, name: str, result, args, extra: dict) -> dict:
+    """The sidecar and the check report of one converted graph; its entry in export.json."""
+    from ..recipe.provenance import write_provenance
+
+    entry = {"graph": name, "verdict": result.verdict, "rewrites": result.kept, "dropped": result.dropped,
+             "attempts": result.attempts}
+    if result.error:
+        entry["error"] = result.error_line
+        if result.log_path is not None:
+            entry["converter_log"] = str(result.log_path)
+        return entry
+    path = out / f"{name}.tflite"
+    sidecar = write_provenance(path, args, graph=name, extra=extra)
+    entry.update(file=path.name, provenance=json.loads(sidecar.read_text()))
+    if result.report is not None:
+        (out / f"{name}.check.txt").write_text(_report_text(result.report))
+        result.report.to_json(out / f"{name}.check.json")
+        entry.update(residency=(result.report.residency or {}).get("line"), summary=result.report.summary,
+                     min_corr_vs_torch=_worst_corr(result.report), check=f"{name}.check.json")
+    return entry
+
+
+def _exit_status(verdicts: list[str], checked: bool) -> int:
+    if not checked:
+        return 0 if all(v == "UNCHECKED" for v in verdicts) else 1
+    if all(v == "PASS" for v in verdicts):
+        return 0
+    return 3 if "NO_GPU" in verdicts else 1
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..core.weights import WeightsError, resolve_model_dir
+
+    out: Path = args.output
+    if out.exists() and not out.is_dir():
+        print(f"error: -o {out} exists and is not a folder", file=sys.stderr)
+        return 2
+    steps = 4 if args.task != "text-generation" else 5
+    progress = Progress(steps)
+    progress.step(f"resolving {args.model}")
+    try:
+        model_dir = resolve_model_dir(args.model)
+    except WeightsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    progress.step(f"loading {model_dir.name} for {args.task}")
+    from ..export.tasks import ExportError, Shapes, build_graphs
+
+    shapes = Shapes(seq_len=args.seq_len, image_size=args.image_size, audio_seconds=args.audio_seconds,
+                    cache_len=args.cache_len, seed=args.seed)
+    try:
+        graphs = build_graphs(args.task, model_dir, shapes)
+    except ExportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"error: cannot make {out}: {exc}", file=sys.stderr)
+        return 2
+    from ..convert.pipeline import convert_for_gpu
+
+    record = {"task": args.task, "model": args.model, "model_dir": model_dir.name, "shapes": vars(shapes),
+              "check": not args.no_check, "graphs": []}
+    extra = {"task": args.task, "source_model": args.model}
+    for graph in graphs:
+        for note in graph.notes:
+            print(f"{graph.name}: {note}")
+        progress.step(f"converting + checking {graph.name}" if not args.no_check else f"converting {graph.name}")
+        result = convert_for_gpu(graph.module, graph.inputs, out / f"{graph.name}.tflite", check=not args.no_check)
+        print(result.summary())
+        entry = _write_graph(out, graph.name, result, args, extra)
+        entry["notes"] = graph.notes
+        record["graphs"].append(entry)
+    verdicts = [g["verdict"] for g in record["graphs"]]
+    record["exit_status"] = status = _exit_status(verdicts, not args.no_check)
+    (out / "export.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+    done = ", ".join(f"{g['graph']} {g['verdict']}" for g in record["graphs"])
+    progress.finish(f"{done}; wrote {out}")
+    return status

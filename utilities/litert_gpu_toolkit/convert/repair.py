@@ -1,0 +1,95 @@
+"""Wrong numbers at full GPU residency: bisect, classify, apply the matching rewrite, keep it only if better.
+
+`convert_for_gpu` calls `diagnose_and_repair` when its file runs strictly on the GPU but an output
+is outside tolerance (NUMERICS_FAIL). Within a time budget it bisects the model as it was converted
+(the same rewrites, applied while each tap is traced), so the table describes the file the user got:
+per block, corr and SNR in fp16 and fp32 against torch and corr of LiteRT's CPU runtime. The class of
+the first divergence (`bisect` docstring: overflow, compounding, degraded, miscompute,
+conversion_error) and what the block holds select known rewrites (`bisect.matching_rewrites`); the
+model is converted again with them and the new file replaces the old only when `quality` ranks it
+higher. Everything measured is on the result (`result.diagnosis`, `result.attempts`).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from .result import ConvertResult, describe, quality
+from ..core.quiet import stage
+
+
+def diagnose_and_repair(job, best: ConvertResult, path: Path, try_path, excluded: set, dropped: dict,
+                        budget_s: float) -> ConvertResult:
+    """Bisect the model behind `best` within `budget_s` seconds, attach the report, try the matching rewrites.
+
+    job: convert._Job; try_path(i) gives a fresh scratch file name. Returns the better of `best` and the
+    repaired conversion; never raises (a failing diagnosis is recorded in the result's attempts)."""
+    from ..diagnose.bisect import bisect
+
+    start = time.monotonic()
+    if len(job.parsed) != 1:
+        job.log.append("diagnosis: skipped (several signatures)")
+        return best
+    args, kw = next(iter(job.parsed.values()))
+    if kw:
+        job.log.append("diagnosis: skipped (keyword inputs; bisect taps positional inputs)")
+        return best
+    plain = not best.changes
+    stage(f"{best.verdict} at full residency: bisecting to find where the numbers go wrong "
+          f"(budget {budget_s:.0f} s)")
+    try:
+        if plain:
+            model = runnable = job._copy()
+        else:
+            model, runnable, _ = job._rewrite(set(excluded) | set(dropped), True, None)
+        report = bisect(model, args, forward=runnable, budget_s=budget_s, progress=False,
+                        timeout=max(60.0, budget_s))
+    except Exception as e:                               # noqa: BLE001 - a diagnosis never breaks the conversion
+        job.log.append(f"diagnosis: bisect failed ({type(e).__name__}: {str(e)[:200]})")
+        return best
+    best.diagnosis = report
+    bound = ("; needs more than fp16 (torch with fp16 tensors is wrong too): see the precision plan in the "
+             "diagnosis") if report.storage_bound else ""
+    job.log.append(f"diagnosis: {report.diagnosis} at {report.module or report.first_divergent or '-'}{bound}")
+    stage(f"bisect: {report.diagnosis} at {report.module or report.first_divergent or '-'}{bound}"
+          + (f"; trying {', '.join(report.rewrites)}" if report.rewrites else ""))
+    from ..rewrites.registry import PATCHES, load_rewrites
+
+    load_rewrites()
+    # the defaults were in the conversion already: only opt-in rewrites are new
+    new = [r for r in report.rewrites if r in PATCHES and not PATCHES[r].default and r not in excluded
+           and r not in (job.opts.include or ())]
+    if not new or time.monotonic() - start > budget_s:
+        return best
+    saved = job.opts
+    job.opts = saved.with_overrides(include=(*(saved.include or ()), *new))
+    try:
+        cand = job.attempt(try_path(), set(excluded) | set(dropped), f"with {', '.join(new)} (bisect: "
+                           f"{report.diagnosis})", copy_model=True, dropped={})
+    finally:
+        job.opts = saved
+    cand.diagnosis = report
+    if quality(cand) > quality(best):
+        stage(f"kept: {describe(cand)} beats {describe(best)}")
+        cand.repaired = new
+        return cand
+    for name in new:
+        dropped[name] = f"tried after bisect ({report.diagnosis}): {describe(cand)}, not better than {describe(best)}"
+    return best
+
+
+def diagnose_beaten(job, rewritten: ConvertResult, best: ConvertResult, path: Path, try_path, excluded: set,
+                    dropped: dict, budget_s: float) -> ConvertResult:
+    """The rewritten file ran fully on the GPU with wrong numbers and a partly-CPU file (`best`) won: bisect the
+    rewritten one anyway -- why it is wrong is what the user needs to get the whole model onto the GPU -- and
+    return its repair when that ranks above `best`; else `best`, carrying the report (`diagnosis_of` says which
+    file it describes). excluded: what the rewritten file was converted without."""
+    tried: dict[str, str] = {}
+    repaired = diagnose_and_repair(job, rewritten, path, try_path, excluded, tried, budget_s)
+    dropped.update(tried)
+    if repaired is not rewritten and quality(repaired) > quality(best):
+        stage(f"kept: {describe(repaired)} beats {describe(best)}")
+        return repaired
+    if repaired.diagnosis is not None:
+        best.diagnosis, best.diagnosis_of = repaired.diagnosis, f"the rewritten file ({describe(rewritten)})"
+    return best
