@@ -8,7 +8,8 @@ A generated block sits between two markers, one style everywhere:
     <!-- END GENERATED <name> -->
 
 Blocks (name: source -> where):
-  results   models/*/*/converted/results.json -> each recipe's README.md and converted/README.md, the top README
+  results   models/*/*/converted/results.json -> each recipe's README.md and converted/README.md, docs/results.md
+  summary   the same files, one row per recipe -> the top README
   symptoms  utilities/litert_gpu_toolkit/core/symptom_table.py -> the toolkit's REFERENCE.md
   exit_status  litert_gpu_toolkit/cli/main.py's EXIT_STATUS (what --help prints) -> the toolkit's README.md
   bench     docs/data/bench_rewrites.json (python scripts/bench_rewrites.py --record) -> the toolkit's REFERENCE.md
@@ -124,6 +125,40 @@ def top_table(recipes: list[tuple[Path, dict]]) -> str:
             verdict = f"{sum(passed.values())}/{len(passed)} pass" if passed else "-"
             lines.append(f"| [{recipe_dir.name}]({rel}/) | {r.get('graph', key)} | {r.get('device_label', '')} "
                          f"| {r.get('residency', '')} | {headline} | {verdict} |")
+    return "\n".join(lines)
+
+
+def _ops(residency: str) -> str:
+    """'N/M ops' summed over a record's graphs (a pipeline's residency line names each of its graphs)."""
+    import re
+
+    pairs = [(int(a), int(b)) for a, b in re.findall(r"(\d+)/(\d+) ops", residency)]
+    return f"{sum(a for a, _ in pairs)}/{sum(b for _, b in pairs)} ops" if pairs else residency or "-"
+
+
+def _cell(rows: list[tuple[str, dict]], with_ops: bool) -> str:
+    cells = []
+    for key, r in rows:
+        gates = r.get("gates", {})
+        ops = f"{_ops(r.get('residency', ''))}, " if with_ops else ""
+        cells.append(f"{r.get('graph', key)}: {ops}{sum(gates.values())}/{len(gates)} gates")
+    return "<br>".join(cells) or "-"
+
+
+def summary_table(recipes: list[tuple[Path, dict]]) -> str:
+    """One row per recipe: its graphs in fp16 on the software GPU through the Python path (a phone GPU's default
+    precision) as a whole, and the plans that move a part to fp32 where the whole graph misses a gate. Variants kept
+    as evidence (`_plain`, fp16-weight files) are on docs/results.md."""
+    lines = ["| recipe | fp16, whole graph (software GPU): residency, gates | with a part in fp32 |", "|---|---|---|"]
+    for recipe_dir, records in recipes:
+        fp16 = [(k, r) for k, r in sorted(records.items())
+                if "fp16" in r.get("device_label", "") and "native" not in r.get("device_label", "")]
+        whole = [(k, r) for k, r in fp16 if "fp32" not in r.get("graph", k) and "fp16w" not in r.get("graph", k)
+                 and not r.get("graph", k).endswith("_plain")]
+        split = [(k, r) for k, r in fp16 if "fp32" in r.get("graph", k)]
+        if whole or split:
+            rel = recipe_dir.relative_to(ROOT).as_posix()
+            lines.append(f"| [{recipe_dir.name}]({rel}/) | {_cell(whole, True)} | {_cell(split, False)} |")
     return "\n".join(lines)
 
 
@@ -350,7 +385,9 @@ def targets() -> dict[Path, str]:
                 if "<!-- BEGIN GENERATED latency:" in out.get(readme, ""):
                     update(readme, "latency", "results.json", latency_table(records), "")
     if recipes:
-        update(ROOT / "README.md", "results", "models/*/*/converted/results.json", top_table(recipes), "## Recipes")
+        update(ROOT / "docs" / "results.md", "results", "models/*/*/converted/results.json", top_table(recipes),
+               "## Every recorded result")
+        update(ROOT / "README.md", "summary", "models/*/*/converted/results.json", summary_table(recipes), "")
     update(TOOLKIT_REFERENCE, "symptoms", "symptom_table.py", symptom_table(), "## Symptom table")
     from litert_gpu_toolkit.cli.main import EXIT_STATUS
 

@@ -15,6 +15,19 @@ ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "utilities" / "litert_gpu_toolkit"
 MAX_LINES = 420          # "no toolkit module over ~400 lines"
 
+# The toolkit's packages as layers, lowest first. A package may import itself and any package of a lower layer;
+# packages of one layer do not import each other.
+LAYERS = [
+    ("core",),                          # model reading, inputs, outputs, metrics, symptoms, files, quiet
+    ("runtime", "lint", "rewrites"),    # LiteRT in a child process; static lint; torch-level rewrites
+    ("check", "lowering", "phone"),     # the checker; torch -> .tflite; the phone runner
+    ("diagnose",),                      # bisect and its diagnosis
+    ("convert",),                       # convert_for_gpu, repair, precision plans
+    ("export", "recipe"),               # export --task; the recipe scripts' plumbing
+    ("cli",),                           # one module per command
+]
+RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
+
 
 def _module_name(path: Path) -> str:
     parts = path.relative_to(PKG.parent).with_suffix("").parts
@@ -100,6 +113,59 @@ def test_no_cycle_between_sub_packages():
 def test_the_cycle_finder_finds_one():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"p": {"p.x"}, "p.x": {"p"}}) is None     # a package and its own child
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_every_package_is_in_a_layer():
+    packages = {p.name for p in PKG.iterdir() if (p / "__init__.py").exists()}
+    assert packages == set(RANK), f"add a new package to LAYERS: {sorted(packages ^ set(RANK))}"
+
+
+def test_the_root_holds_only_the_facade():
+    """No flat floor of modules: the root is the public names (__init__) and the command line (__main__)."""
+    assert sorted(p.name for p in PKG.glob("*.py")) == ["__init__.py", "__main__.py"]
+
+
+def test_imports_point_down():
+    wrong = []
+    for module, targets in import_graph().items():
+        src = _package(module)
+        if src in ("", "__main__"):
+            continue                     # the facade and `python -m` may reach any layer
+        for target in targets:
+            dst = _package(target)
+            if dst == src:
+                continue
+            if dst == "":
+                wrong.append(f"{module} imports the package root (import from the layer that defines the name)")
+            elif RANK[dst] >= RANK[src]:
+                wrong.append(f"{module} ({src}, layer {RANK[src]}) imports {target} ({dst}, layer {RANK[dst]})")
+    assert not wrong, "\n".join(sorted(set(wrong)))
+
+
+@pytest.mark.parametrize("rule", ["climbing", "sideways", "the root"])
+def test_the_layer_rule_catches_a_wrong_edge(tmp_path, monkeypatch, rule):
+    """The check itself can fail: a rewrite that imports the checker, a lint that imports a rewrite, a module that
+    takes a name from the package root."""
+    fake = tmp_path / "litert_gpu_toolkit"
+    for pkg in RANK:
+        (fake / pkg).mkdir(parents=True)
+        (fake / pkg / "__init__.py").write_text("")
+    (fake / "__init__.py").write_text("")
+    (fake / "__main__.py").write_text("")
+    (fake / "check" / "checker.py").write_text("")
+    (fake / "rewrites" / "x.py").write_text("")
+    where, code = {"climbing": ("rewrites", "from ..check import checker\n"),
+                   "sideways": ("lint", "from ..rewrites import x\n"),
+                   "the root": ("core", "from .. import __version__\n")}[rule]
+    (fake / where / "bad.py").write_text(code)
+    monkeypatch.setattr(sys.modules[__name__], "PKG", fake)
+    with pytest.raises(AssertionError, match=f"litert_gpu_toolkit.{where}.bad"):
+        test_imports_point_down()
 
 
 def test_no_toolkit_module_is_long():

@@ -9,7 +9,7 @@ ai_edge_litert are imported by the modules that need them, when first used:
 
 The names below are the library. The packages underneath are layers that import one way only
 (core <- runtime / lint / rewrites <- check <- lowering <- diagnose <- convert <- export / recipe <- cli;
-tests/toolkit/test_layers.py holds them to it); the recipe scripts' plumbing lives in
+tests/toolkit/test_structure.py holds them to it); the recipe scripts' plumbing lives in
 `litert_gpu_toolkit.recipe`, every rewrite in `litert_gpu_toolkit.rewrites`.
 """
 from __future__ import annotations

@@ -23,7 +23,7 @@ from litert_gpu_toolkit.rewrites.transpose_conv import (
     ZeroStuffConvT2d,
     choose_form,
     conv_transpose_macs,
-    grouped_conv,
+    conv_per_group,
     interleave_phases,
     patch_conv_transpose,
 )
@@ -131,7 +131,7 @@ def test_interleave_is_pixel_shuffle_order_and_handles_unequal_strides():
 def test_grouped_conv_split_is_exact():
     x = torch.randn(1, 6, 7, 5)
     w, b = torch.randn(4, 3, 3, 3), torch.randn(4)
-    assert _rel_err(grouped_conv(x, w, b, 2, 1), nn.functional.conv2d(x, w, b, 1, 1, 1, 2)) < 1e-6
+    assert _rel_err(conv_per_group(x, w, b, 2, 1), nn.functional.conv2d(x, w, b, 1, 1, 1, 2)) < 1e-6
 
 
 def test_macs_and_auto_choice():
