@@ -168,6 +168,35 @@ def test_the_layer_rule_catches_a_wrong_edge(tmp_path, monkeypatch, rule):
         test_imports_point_down()
 
 
+# A wall that builds on another wall's rewrite (not a helper: a whole module or its math) says so here; helpers
+# several walls use live in rewrites/shared.py (or the machinery modules).
+WALL_ON_WALL = {
+    ("batch_matmul", "masked_attention"),     # tags attention scores the masked-attention rule then reads
+    ("masked_attention", "fp16_overflow"),    # the fp16-safe softmax
+    ("fp16_silent_zero", "fp16_overflow"),    # SafeRMSNorm is the down-scaled norm family's
+    ("fft", "transpose_conv"),                # the iSTFT's overlap-add is a polyphase transposed conv
+    ("transpose_conv", "rank_gt_4"),          # depth-to-space at rank 4
+}
+
+
+def test_walls_import_each_other_only_where_one_builds_on_the_other():
+    from litert_gpu_toolkit.rewrites.registry import MACHINERY
+
+    prefix = "litert_gpu_toolkit.rewrites."
+    found = set()
+    for module, targets in import_graph().items():
+        if not module.startswith(prefix):
+            continue
+        wall = module[len(prefix):].split(".")[0]
+        for target in targets:
+            if target.startswith(prefix):
+                other = target[len(prefix):].split(".")[0]
+                if wall not in MACHINERY and other not in MACHINERY and other != wall:
+                    found.add((wall, other))
+    assert found <= WALL_ON_WALL, f"walls importing walls (share the helper through rewrites/shared.py): " \
+                                  f"{sorted(found - WALL_ON_WALL)}"
+
+
 def test_no_toolkit_module_is_long():
     long = {str(p.relative_to(PKG)): n for p in PKG.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_LINES}

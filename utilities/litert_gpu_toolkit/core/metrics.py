@@ -57,6 +57,15 @@ def compare(out: np.ndarray, ref: np.ndarray) -> Comparison:
                       snr_db(o[finite], r[finite]) if finite.any() else float("nan"))
 
 
+def box_iou(a, b) -> float:
+    """IoU of two [x1, y1, x2, y2] boxes (continuous coordinates); 0 when their union is empty."""
+    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = w * h
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return float(inter / union) if union > 0 else 0.0
+
+
 def snr_db(out: np.ndarray, ref: np.ndarray) -> float:
     """Signal-to-noise ratio of `out` against `ref` in dB: 10 log10(sum ref^2 / sum (out - ref)^2).
 

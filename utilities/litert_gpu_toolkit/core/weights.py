@@ -63,3 +63,18 @@ def resolve_model_dir(model: str | None, *, default: Callable[[], str | os.PathL
     except Exception as exc:  # offline cache miss, no network, unknown repo: all end the same way for a recipe
         where = "the local cache (HF_HUB_OFFLINE is set)" if hub_offline() else "the hub"
         raise WeightsError(f"could not get {model!r} from {where}: {type(exc).__name__}: {exc}") from exc
+
+
+def fold_weight_norm(state: dict) -> dict:
+    """A checkpoint saved with torch's weight_norm (dim=0) as plain weights: each (`*.weight_g`, `*.weight_v`) pair
+    becomes `*.weight` = g * v / ||v||, the norm over every dim but 0; every other entry is kept. Exact to fp32
+    rounding (the same arithmetic torch's weight_norm does on each forward)."""
+    out = {}
+    for key, value in state.items():
+        if key.endswith(".weight_v"):
+            prefix = key[:-len("weight_v")]
+            g = state[prefix + "weight_g"]
+            out[prefix + "weight"] = g * value / value.flatten(1).norm(dim=1).reshape(g.shape)
+        elif not key.endswith(".weight_g"):
+            out[key] = value
+    return out

@@ -34,11 +34,11 @@ from ..core.errors import (EXIT_FAILED, EXIT_NO_GPU, EXIT_PASSED, EXIT_USAGE, Ar
                       RecipeError, ResultsFileError)
 from ..runtime.residency import Residency, residency, residency_line, runtime_version
 from .artifacts import load_model, load_reference, require_file, save_reference
-from .devices import (HOST_DEVICES, LATENCY_METRIC, NATIVE_DEVICES, STRICT_GATE, add_device_argument, device_label,
-                      fixed_inputs_only, is_native, is_phone, known_devices, latency_ms, open_session, print_failure,
-                      refuse_no_gpu, resolve_device, run_on_device, strict_gates, uses_cpu)
+from .devices import (HOST_DEVICES, LATENCY_METRIC, NATIVE_DEVICES, STRICT_GATE, Device, add_device_argument,
+                      device_label, fixed_inputs_only, is_native, is_phone, known_devices, latency_ms, open_session,
+                      print_failure, refuse_no_gpu, resolve_device, run_on_device, strict_gates, uses_cpu)
 from .provenance import read_provenance, sidecar_path, write_provenance
 from .results import env_flag, git_commit, git_dirty, read_results, write_results
 from .scripts import (EXIT_EPILOG, add_image_size_arguments, add_model_argument, add_ref_argument,
-                      add_results_dir_argument, add_weights_argument, check_image_size, finish_export, finish_verify,
-                      report_gates, script_parser, verify_main, verify_parser)
+                      add_results_dir_argument, add_weights_argument, check_image_size, export_graph, finish_export,
+                      finish_verify, report_gates, script_parser, verify_main, verify_parser)

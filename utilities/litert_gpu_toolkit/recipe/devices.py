@@ -33,7 +33,37 @@ STRICT_GATE = "strict GPU residency N/N"
 LATENCY_METRIC = "latency_ms_median"   # the one latency name: milliseconds, median over the timed runs
 
 
-def _device_type(name: str) -> str:
+class Device(str):
+    """A `--device` value, parsed once (`resolve_device`, argparse's type): the name -- it is a str, so it prints,
+    compares and is recorded as before -- and what it means, as properties instead of predicates on strings."""
+
+    @property
+    def phone(self) -> bool:
+        """A phone over adb (any registry name that is not a host device)."""
+        return str(self) not in HOST_DEVICES
+
+    @property
+    def native(self) -> bool:
+        """The native runner on this machine (host-native*)."""
+        return str(self) in NATIVE_DEVICES
+
+    @property
+    def fixed_inputs_only(self) -> bool:
+        """Runs as a job with fixed inputs (a phone, the native runner): a loop that feeds outputs back in cannot."""
+        return self.phone or self.native
+
+    @property
+    def cpu(self) -> bool:
+        """LiteRT's CPU path (no GPU, no residency gate)."""
+        return str(self) == "cpu" or NATIVE_DEVICES.get(str(self), ("gpu",))[0] == "cpu"
+
+    @property
+    def fp32(self) -> bool:
+        """A GPU run with enforce_f32 (host-gpu-fp32, host-native-fp32)."""
+        return str(self) in ("host-gpu-fp32", "host-native-fp32")
+
+
+def _device_type(name: str) -> Device:
     try:
         return resolve_device(name)
     except DeviceError as exc:
@@ -41,10 +71,10 @@ def _device_type(name: str) -> str:
 
 
 def add_device_argument(parser: argparse.ArgumentParser) -> None:
-    """--device NAME; an unknown name is an argparse error (exit 2) before anything runs."""
+    """--device NAME, parsed into a `Device`; an unknown name is an argparse error (exit 2) before anything runs."""
     from ..phone import load_registry
 
-    parser.add_argument("--device", default="host-gpu", metavar="NAME", type=_device_type,
+    parser.add_argument("--device", default=Device("host-gpu"), metavar="NAME", type=_device_type,
                         help="where to run: " + "; ".join(f"{k} = {v}" for k, v in HOST_DEVICES.items())
                              + "; or a phone over adb: " + ", ".join(load_registry())
                              + " (see utilities/litert_gpu_toolkit/phone/README.md)")
@@ -56,32 +86,35 @@ def known_devices() -> list[str]:
     return [*HOST_DEVICES, *load_registry()]
 
 
-def resolve_device(name: str) -> str:
-    """Return `name` if it is a host device or a phone in the registry; else a clear error listing them."""
-    if name in known_devices():
+def resolve_device(name: str) -> Device:
+    """`name` as a `Device` if it is a host device or a phone in the registry; else a clear error listing them.
+    A `Device` is returned as it is (it was checked when it was made)."""
+    if isinstance(name, Device):
         return name
+    if name in known_devices():
+        return Device(name)
     raise DeviceError(f"unknown device {name!r}; known: {', '.join(known_devices())} "
                       "(phones are listed in utilities/litert_gpu_toolkit/phone/devices.json)")
 
 
+# The predicates on a device name, for callers that hold a plain string (a Device answers them itself).
 def is_phone(device: str) -> bool:
-    return device not in HOST_DEVICES
+    return Device(device).phone
 
 
 def is_native(device: str) -> bool:
     """The native runner on this machine (--device host-native*)."""
-    return device in NATIVE_DEVICES
+    return Device(device).native
 
 
 def fixed_inputs_only(device: str) -> bool:
-    """True where a model runs as a job with fixed inputs (a phone, the native runner): a loop that feeds outputs
-    back in cannot run there."""
-    return is_phone(device) or is_native(device)
+    """True where a model runs as a job with fixed inputs (a phone, the native runner)."""
+    return Device(device).fixed_inputs_only
 
 
 def uses_cpu(device: str) -> bool:
     """The device runs LiteRT's CPU path (no GPU, no residency gate)."""
-    return device == "cpu" or NATIVE_DEVICES.get(device, ("gpu",))[0] == "cpu"
+    return Device(device).cpu
 
 
 def run_on_device(model_path, inputs: dict, device: str = "host-gpu", *, timeout: float = 1800.0,
@@ -95,11 +128,11 @@ def run_on_device(model_path, inputs: dict, device: str = "host-gpu", *, timeout
     this machine is asked for and no GPU is usable (a verify script then exits 3 and records nothing).
     """
     device = resolve_device(device)
-    if is_phone(device):
+    if device.phone:
         from ..phone import run_on_phone
 
         return run_on_phone(model_path, inputs, device, repeats=repeats, timeout=timeout)
-    if is_native(device):
+    if device.native:
         from ..phone.native import run_native
 
         accelerator, enforce_f32 = NATIVE_DEVICES[device]
@@ -109,7 +142,7 @@ def run_on_device(model_path, inputs: dict, device: str = "host-gpu", *, timeout
         return run
     if device == "cpu":
         return compile_and_run(model_path, inputs, accelerator="cpu", timeout=timeout, repeats=repeats)
-    run = compile_and_run(model_path, inputs, accelerator="gpu", enforce_f32=(device == "host-gpu-fp32"),
+    run = compile_and_run(model_path, inputs, accelerator="gpu", enforce_f32=device.fp32,
                           timeout=timeout, repeats=repeats)
     refuse_no_gpu(run, device)
     return run
@@ -132,22 +165,21 @@ def open_session(model_path, device: str):
     from ..runtime.compiled import Session
 
     device = resolve_device(device)
-    if fixed_inputs_only(device):
-        what = "the native runner" if is_native(device) else "a phone"
+    if device.fixed_inputs_only:
+        what = "the native runner" if device.native else "a phone"
         raise DeviceError(f"{device} is {what}: its runner takes fixed inputs per job, so a loop that feeds "
                           "outputs back in runs in-process only (host-gpu, host-gpu-fp32, cpu)")
-    return Session(model_path, accelerator="cpu" if device == "cpu" else "gpu",
-                   enforce_f32=device == "host-gpu-fp32")
+    return Session(model_path, accelerator="cpu" if device.cpu else "gpu", enforce_f32=device.fp32)
 
 
 def device_label(device: str, run: RunResult) -> str:
     """A label that says where the numbers came from, e.g. 'llvmpipe (software Vulkan), ai-edge-litert 2.3.0'."""
-    version = runtime_version()
+    device, version = resolve_device(device), runtime_version()
     # the native runner links the wheel's libLiteRt.so: the same runtime version, named as a different program
-    via = ", native runner (LiteRT C API)" if is_native(device) else ""
-    if uses_cpu(device):
+    via = ", native runner (LiteRT C API)" if device.native else ""
+    if device.cpu:
         return f"CPU ({platform.machine()}, XNNPACK){via}, ai-edge-litert {version}"
-    if is_phone(device):
+    if device.phone:
         return f"{run.gpu.adapter} (phone, via adb), LiteRT runner"
     label = gpu_label(run.gpu.adapter, run.gpu.is_software, run.gpu.backend, "fp32" if run.enforce_f32 else "fp16",
                       version)
@@ -157,7 +189,7 @@ def device_label(device: str, run: RunResult) -> str:
 def strict_gates(device: str, *residencies: Residency) -> dict[str, bool]:
     """The one strict-residency gate: {STRICT_GATE: every graph compiled GPU-only and ran} on GPU devices,
     {} on the CPU. Pass one `Residency` per graph the recipe runs."""
-    if uses_cpu(device):
+    if resolve_device(device).cpu:
         return {}
     return {STRICT_GATE: bool(residencies) and all(r.strict for r in residencies)}
 

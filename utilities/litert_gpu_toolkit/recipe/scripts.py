@@ -113,6 +113,33 @@ def finish_export(path: Path, args=None, *, graph: str | None = None, extra: dic
     return sidecar
 
 
+def export_graph(model, example_inputs, path: Path, args=None, *, graph: str | None = None, options=None,
+                 walls: tuple[str, ...] = (), extra: dict | None = None) -> int:
+    """A recipe's export through the front door: `convert_for_gpu` (the rewrites it finds, the conversion, the
+    strict GPU-only check against torch), its summary printed, the file's provenance written. Returns the exit
+    status: 1 when nothing was converted or an op of `walls` is left in the file, else 0 -- the check's numerics
+    verdict is printed, not acted on: the recipe's verify, on real inputs with the task metric, is the judge."""
+    from ..convert.options import ConvertOptions
+    from ..convert.pipeline import convert_for_gpu
+    from ..core.model_info import read_model_info
+
+    options = options or ConvertOptions()
+    if args is not None and getattr(args, "verbose", None):
+        options = options.with_overrides(verbose=True)
+    result = convert_for_gpu(model, example_inputs, path, options)
+    print(result.summary())
+    if result.path is None:
+        return 1
+    info = read_model_info(path)
+    print(", ".join(f"{op} x{n}" for op, n in sorted(info.op_histogram().items())))
+    left = [op for op in walls if info.has_op(op)]
+    if left:
+        print(f"error: GPU walls left in {Path(path).name}: {', '.join(left)}")
+        return 1
+    finish_export(Path(path), args, graph=graph, extra=extra)
+    return 0
+
+
 def finish_verify(args, *, graph: str, run: RunResult, residency: str, metrics: dict, gates: dict[str, bool],
                   headline: list[str] | None = None, models: dict[str, Path] | None = None,
                   extra: dict | None = None) -> int:

@@ -17,7 +17,7 @@ _INDEX: dict[str, object] | None = None
 
 
 def public_rewrites() -> dict[str, object]:
-    """Every public function and class that a wall module defines (not imports), by name: the rewrites the
+    """Every public function and class that a wall module (or `shared`) defines (not imports), by name: the rewrites the
     symptom table names, their building blocks (`ZeroStuffConvT2d`, `hierarchical_mean`, ...), the patches.
     Loads every rewrite (and torch) on first use. A name defined by two walls raises: it would be ambiguous."""
     global _INDEX
@@ -29,7 +29,7 @@ def public_rewrites() -> dict[str, object]:
 
         load_rewrites()
         index: dict[str, object] = {}
-        for wall in rewrite_modules():
+        for wall in [*rewrite_modules(), "shared"]:
             prefix = f"{__name__}.{wall}"
             for module_name, module in sorted(sys.modules.items()):
                 if module is None or not (module_name == prefix or module_name.startswith(prefix + ".")):

@@ -15,7 +15,6 @@ from .functional import register_handler
 from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
 
 
-
 # ------------------------------------------------------------------------------------------ amax
 
 def channel_max(x: torch.Tensor, dim=1, keepdim: bool = False) -> torch.Tensor:

@@ -20,9 +20,7 @@ from torch import nn
 
 from . import Change, register
 from .functional import register_handler
-from .gather_nd.index_math import constant, real_values
-
-
+from .shared import constant, real_values
 def _pair(v, n: int) -> tuple[int, ...]:
     return tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
 

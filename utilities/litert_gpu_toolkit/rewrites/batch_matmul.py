@@ -31,11 +31,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import Change, register
-from .broadcast_to import expand_by_cat
+from .shared import expand_by_cat
 from .einsum_axes import matmul_axes, parse
 from .functional import in_active_mode, register_handler
-from .gather_nd.index_math import value_of
-
+from .shared import value_of
 T = torch.Tensor
 
 

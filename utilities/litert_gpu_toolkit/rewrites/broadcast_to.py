@@ -9,7 +9,6 @@ concatenation: bit-exact (1 * x is x).
 """
 from __future__ import annotations
 
-from typing import Sequence
 
 import torch
 from torch import nn
@@ -17,32 +16,10 @@ from torch import nn
 from . import Change, register
 from .functional import register_handler
 from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
-
+from .shared import repeat_kv_cat, expand_by_cat, _tile  # noqa: F401 - re-exported
 
 
 # --------------------------------------------------------------------------------- BROADCAST_TO
-
-def _tile(x: torch.Tensor, n: int, dim: int) -> torch.Tensor:
-    """n copies of x along `dim` with CONCATENATION only (doubling above 16 copies)."""
-    if n <= 16:
-        return torch.cat([x] * n, dim)
-    y = x
-    while y.shape[dim] * 2 <= n * x.shape[dim]:
-        y = torch.cat([y, y], dim)
-    rest = n * x.shape[dim] - y.shape[dim]
-    return torch.cat([y, y.narrow(dim, 0, rest)], dim) if rest else y
-
-
-def repeat_kv_cat(x: torch.Tensor, n_rep: int) -> torch.Tensor:
-    """GQA repeat_kv without BROADCAST_TO or a rank-5 tensor: [b, n_kv, s, d] -> [b, n_kv * n_rep, s, d].
-
-    Head i of the input fills output heads i*n_rep .. (i+1)*n_rep - 1 (the order of HF's repeat_kv and of
-    repeat_interleave on dim 1). SLICE + one CONCATENATION; bit-exact (copies only).
-    """
-    if n_rep == 1:
-        return x
-    return torch.cat([x[:, i:i + 1] for i in range(x.shape[1]) for _ in range(n_rep)], dim=1)
-
 
 def _target_shape(x: torch.Tensor, sizes) -> tuple[int, ...] | None:
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list, torch.Size)):
@@ -62,21 +39,6 @@ def _target_shape(x: torch.Tensor, sizes) -> tuple[int, ...] | None:
             if have != 1 and out[-1] != have:
                 return None
     return tuple(out)
-
-
-def expand_by_cat(x: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
-    """x.expand(shape) as copies joined by CONCATENATION (no BROADCAST_TO). Bit-exact.
-
-    A constant (parameter / buffer) expand folds into a constant at the target shape -- the 'baked'
-    form; a runtime tensor becomes concatenations (log2(n) of them above 16 copies).
-    """
-    shape = tuple(shape)
-    if x.dim() < len(shape):
-        x = x.reshape((1,) * (len(shape) - x.dim()) + tuple(x.shape))
-    for dim, (have, want) in enumerate(zip(x.shape, shape)):
-        if have == 1 and want != 1:
-            x = _tile(x, want, dim)
-    return x
 
 
 @register_handler(torch.Tensor.expand, "patch_repeat_kv")
@@ -118,8 +80,7 @@ def _broadcast_to(self, size):
 
 
 def _times_ones(a, b=None, *, out=None):
-    from .gather_nd.index_math import real_values, value_of
-
+    from .shared import real_values, value_of
     if out is not None or not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
         return NotImplemented
     ones, x = (a, b) if value_of(a) is not None else (b, a)

@@ -40,8 +40,7 @@ from torch import nn
 
 from . import Change, register
 from .functional import Observed, register_handler
-from .gather_nd.index_math import value_of
-
+from .shared import value_of
 T = torch.Tensor
 
 

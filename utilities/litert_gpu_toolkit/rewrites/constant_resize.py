@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from . import Change, register
 from .functional import HANDLERS
-from .gather_nd.maxpool import _tuple
+from .shared import per_axis
 
 
 # ---------------------------------------------------------------------------------------------
@@ -31,7 +31,7 @@ def is_identity_resize(x: torch.Tensor, size=None, scale_factor=None, mode: str 
     spatial = x.dim() - 2
     in_size = [int(d) for d in x.shape[2:]]
     if size is not None:
-        return scale_factor is None and list(_tuple(size, spatial)) == in_size
+        return scale_factor is None and list(per_axis(size, spatial)) == in_size
     if scale_factor is None:
         return False
     scales = scale_factor if isinstance(scale_factor, (tuple, list)) else [scale_factor] * spatial

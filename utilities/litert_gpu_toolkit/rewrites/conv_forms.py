@@ -26,17 +26,10 @@ import torch.nn.functional as F
 
 from .functional import register_handler
 from .registry import declare
-from .transpose_conv.spec import conv_per_group
-
+from .shared import conv_per_group
+from .shared import conv_axes
 NAME = "patch_conv_forms"
 declare(NAME, wall="conv_forms")
-
-
-def _tuple(v, n: int):
-    if isinstance(v, (tuple, list)):
-        v = tuple(int(a) for a in v)
-        return v if len(v) == n else (v * n if len(v) == 1 else None)
-    return (int(v),) * n
 
 
 def _misaligned(weight: torch.Tensor, groups: int) -> bool:
@@ -60,7 +53,7 @@ def conv_rewritten(nd: int, x, weight, bias=None, stride=1, padding=0, dilation=
             x.dim() not in (nd + 1, nd + 2) or not x.is_floating_point() or x.is_complex():
         return NotImplemented
     groups = int(groups)
-    stride, dilation = _tuple(stride, nd), _tuple(dilation, nd)
+    stride, dilation = conv_axes(stride, nd), conv_axes(dilation, nd)
     if stride is None or dilation is None or groups < 1:
         return NotImplemented
     string = isinstance(padding, str)
@@ -81,7 +74,7 @@ def conv_rewritten(nd: int, x, weight, bias=None, stride=1, padding=0, dilation=
             x = F.pad(x, extra)
         padding = tuple(sym)
     else:
-        padding = _tuple(padding, nd)
+        padding = conv_axes(padding, nd)
         if padding is None:
             return NotImplemented
     y = conv_per_group(x, weight, bias, groups, padding, dilation, stride)
@@ -103,7 +96,7 @@ def conv3d_as_conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, grou
     if not (isinstance(x, torch.Tensor) and isinstance(weight, torch.Tensor)) or weight.dim() != 5 or \
             x.dim() not in (4, 5) or not x.is_floating_point() or isinstance(padding, str):
         return NotImplemented
-    stride, padding, dilation = _tuple(stride, 3), _tuple(padding, 3), _tuple(dilation, 3)
+    stride, padding, dilation = conv_axes(stride, 3), conv_axes(padding, 3), conv_axes(dilation, 3)
     if None in (stride, padding, dilation) or int(groups) < 1:
         return NotImplemented
     unbatched = x.dim() == 4

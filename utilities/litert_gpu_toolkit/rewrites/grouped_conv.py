@@ -9,10 +9,7 @@ import torch
 from torch import nn
 
 from . import Change, register, set_submodule
-from .transpose_conv.spec import conv_per_group
-
-
-# ------------------------------------------------------------------------------------- grouped conv
+from .shared import conv_per_group
 
 class SplitGroupConv(nn.Module):
     """nn.Conv1d/Conv2d with groups, computed as one conv per group (SLICE + CONV + CONCATENATION).

@@ -47,7 +47,6 @@ from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites
 # One implementation of "make a constant operand a runtime input" lives in rewrites.constant_blowup.
 
 
-
 # ---------------------------------------------------------- identical inputs / constant inputs
 
 def _dim_of(args, kwargs, pos: int, default=None):
@@ -65,8 +64,7 @@ def _softmax_like(value: float):
                                                           isinstance(args[1], torch.dtype) else None)
         if not _degenerate(input, dim) or not all(isinstance(d, int) for d in input.shape):
             return NotImplemented
-        from .gather_nd.index_math import constant, real_values
-
+        from .shared import constant, real_values
         with real_values():                # a known constant: a later product with it can be rewritten
             ones = torch.full(tuple(input.shape), value, dtype=dtype or input.dtype)
         return constant(ones)
@@ -270,8 +268,7 @@ def _tensors(v, found: list) -> list:
 
 
 def _fold_call(func, args, kwargs):
-    from .gather_nd.index_math import MAX_FOLD_ELEMENTS, constant, real_values, value_of
-
+    from .shared import MAX_FOLD_ELEMENTS, constant, real_values, value_of
     if kwargs.get("out") is not None or _never_folded(func):
         return NotImplemented
     if "dropout" in (getattr(func, "__name__", "") or "") and (kwargs.get("training", len(args) < 3 or args[2])
@@ -299,8 +296,7 @@ def _fold_call(func, args, kwargs):
     if _views_of(out, [value_of(t) for t in found]):
         # a view (x[a:b], x.view(...), x.t()): traced as itself, with the value's view as its value, so an in-place
         # change through it reaches the base in both (torchvision's Swin-v2 zeroes qkv_bias[n:2n] of a clone)
-        from .gather_nd.index_math import remember
-
+        from .shared import remember
         traced = func(*args, **kwargs)
         if isinstance(traced, torch.Tensor):
             return remember(traced, out)
@@ -328,8 +324,7 @@ def _views_of(out, bases: list) -> bool:
 
 def _seed_values(model: nn.Module, snapshot: dict):
     """Give each parameter and buffer of `model` (a torch.export stand-in while tracing) its real value."""
-    from .gather_nd.index_math import PROTECTED, forget, real_values, remember
-
+    from .shared import PROTECTED, forget, real_values, remember
     seeded = []
     for name, t in [*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)]:
         real = snapshot.get(name)
@@ -352,8 +347,7 @@ def _seed_values(model: nn.Module, snapshot: dict):
 def _sizes_as_numbers(args, kwargs):
     """0-dim integer constants inside a list / tuple argument (sizes, paddings: EnCodec pads by
     `(self.padding_total, extra_padding)`, tensors computed from buffers) become Python ints."""
-    from .gather_nd.index_math import real_values, value_of
-
+    from .shared import real_values, value_of
     def number(v):
         if isinstance(v, torch.Tensor) and v.dim() == 0 and not v.dtype.is_floating_point:
             known = value_of(v)

@@ -16,7 +16,6 @@ from . import Change, register, set_submodule
 from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
 
 
-
 # ------------------------------------------------------------------- channel attention via Linear
 
 class LinearAsConv1x1(nn.Module):

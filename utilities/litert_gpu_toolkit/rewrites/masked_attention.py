@@ -163,10 +163,9 @@ def sdpa_rank3(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
     scaling and the sums may differ); a boolean mask or is_causal is the bias log(keep) (0 / -inf),
     as in torch's reference form. The softmax is `safe_softmax`: a fully masked row of a finfo.min mask is
     uniform as in torch (NaN on the fp16 GPU otherwise). dropout_p must be 0."""
-    from .broadcast_to import repeat_kv_cat
+    from .shared import repeat_kv_cat
     from .fp16_overflow.softmax import safe_softmax
-    from .gather_nd.index_math import constant, real_values, value_of
-
+    from .shared import constant, real_values, value_of
     if dropout_p:
         raise ValueError("dropout_p must be 0 (eval)")
     e, L, S = int(query.shape[-1]), int(query.shape[-2]), int(key.shape[-2])
@@ -196,8 +195,7 @@ def sdpa_rank3(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
 @register_handler(F.scaled_dot_product_attention, "patch_attention_bias_add")
 def _sdpa_handler(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     """Only where the fused op would add a constant mask (a mask that depends on no input, or is_causal)."""
-    from .gather_nd.index_math import value_of
-
+    from .shared import value_of
     constant_mask = is_causal or (isinstance(attn_mask, torch.Tensor) and value_of(attn_mask) is not None)
     if dropout_p or not constant_mask or query.dim() != 4 or key.dim() != 4 or (
             attn_mask is not None and attn_mask.dim() > 4):

@@ -33,7 +33,6 @@ from . import Change, register
 from ..core.model_info import ModelInfo, TensorInfo
 
 
-
 ONE_INPUT = "one"
 
 

@@ -15,7 +15,6 @@ from .functional import register_handler
 from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
 
 
-
 # -------------------------------------------------------------------------------- RELU_0_TO_1
 
 def clamp01(x: torch.Tensor) -> torch.Tensor:

@@ -15,7 +15,6 @@ from . import Change, set_submodule
 from .functional import GpuRewriteMode
 
 
-
 _SCOPE_ATTR = "_gpu_rewrite_names"       # set of handler names scoped on a module
 _MODE_ATTR = "_gpu_rewrite_modes"        # stack of active modes (re-entrant forwards)
 

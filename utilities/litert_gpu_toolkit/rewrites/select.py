@@ -6,7 +6,6 @@ functional handler of the same name rewrites the functional spellings as blends 
 """
 from __future__ import annotations
 
-import math
 
 import torch
 import torch.nn.functional as F
@@ -15,87 +14,10 @@ from torch import nn
 from . import Change, register
 from .functional import in_active_mode, register_handler
 from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
+from .shared import FP16_MAX, arith_where, elu_arith, _branch_term  # noqa: F401 - re-exported
 
 
 # -------------------------------------------------------------------------------------- SELECT
-
-FP16_MAX = 65504.0      # fp16's largest finite value: a constant beyond it is +/-inf on the fp16 GPU
-
-def _branch_term(value, sel: torch.Tensor, lsel_off: torch.Tensor | None, nonfinite: str):
-    """The contribution of one where-branch: `value` where sel == 1, (+/-)0 where sel == 0."""
-    c = _scalar_value(value)
-    if c is not None:
-        if math.isnan(c):
-            return None
-        if math.isinf(c):            # -log(1 - sel) is +inf where sel == 1 and 0 where sel == 0
-            off = torch.log(1 - sel) if lsel_off is None else lsel_off
-            return -off if c > 0 else off
-        if abs(c) > FP16_MAX:        # c * sel would be inf * 0 = NaN on the fp16 GPU (c is inf there)
-            off = torch.log(1 - sel) if lsel_off is None else lsel_off
-            return torch.clamp(off, min=c) if c < 0 else torch.clamp(-off, max=c)
-        return None if c == 0 else sel * c
-    if nonfinite == "finite":
-        return value * sel
-    off = torch.log(1 - sel) if lsel_off is None else lsel_off   # -inf where selected, 0 elsewhere
-    return torch.clamp(value, min=off, max=-off)
-
-
-def arith_where(cond: torch.Tensor, a, b, *, nonfinite: str = "exact") -> torch.Tensor:
-    """torch.where(cond, a, b) without SELECT / SELECT_V2: arithmetic on the mask m = cond.float().
-
-    nonfinite="exact" (default): each runtime branch t is kept with clamp(t, -e, e), e = -log(1 - sel),
-    which is +inf where the branch is selected and 0 where it is not. The result is then t + 0 where
-    selected -- exact for every finite value and for +/-inf -- and an inf in the *unused* branch
-    becomes 0 instead of the NaN a plain blend gives (0 * inf). Constant branches cost less: a finite
-    constant c is c * sel, +/-inf is +/-(-log(1 - sel)) (the usual -inf attention mask is log(m)), and a
-    finite constant beyond fp16's range (finfo(float32).min) is clamp(log(1 - sel), min=c): exactly c or 0
-    in fp32, and -inf or 0 on the fp16 GPU, where c * sel would be inf * 0 = NaN.
-    NaN in the unused branch: clamp propagates NaN in torch, so the output is NaN there (a NaN cannot
-    be removed by arithmetic); on the GPU, MAXIMUM/MINIMUM of NaN is device-defined (llvmpipe returns
-    the other operand). Zeros keep their value but may lose their sign (-0 + 0 = +0).
-    nonfinite="finite": the plain blend a*m + b*(1-m) (fewer ops); exact only when both branches are finite.
-    Dtype follows torch.where; integer/bool branches are not supported (the GPU runs float only).
-    """
-    if nonfinite not in ("exact", "finite"):
-        raise ValueError("nonfinite must be 'exact' or 'finite'")
-    tensors = [t for t in (a, b) if isinstance(t, torch.Tensor)]
-    dtype = torch.result_type(a, b) if tensors else torch.get_default_dtype()
-    if not dtype.is_floating_point:
-        raise TypeError(f"arith_where supports floating branches only, got {dtype}")
-    if cond.dtype != torch.bool:
-        cond = cond != 0
-    m = cond.to(dtype)
-    a = a.to(dtype) if isinstance(a, torch.Tensor) else a
-    b = b.to(dtype) if isinstance(b, torch.Tensor) else b
-    log_m = torch.log(m) if nonfinite == "exact" or any(_scalar_value(v) is not None and math.isinf(_scalar_value(v))
-                                                       for v in (a, b)) else None
-    log_1m = torch.log(1 - m) if log_m is not None else None
-    ta = _branch_term(a, m, log_1m, nonfinite)      # a is selected where m == 1
-    tb = _branch_term(b, 1 - m, log_m, nonfinite)   # b is selected where m == 0
-    if (ta is None and _scalar_value(a) is not None and math.isnan(_scalar_value(a))) or \
-            (tb is None and _scalar_value(b) is not None and math.isnan(_scalar_value(b))):
-        raise ValueError("a NaN constant branch cannot be expressed without SELECT")
-    # every term carries the mask's shape and its branch's shape, so the sum has torch.where's shape
-    terms = [t for t in (ta, tb) if t is not None]
-    if not terms:
-        return m * 0.0
-    return terms[0] + terms[1] if len(terms) == 2 else terms[0]
-
-
-def elu_arith(x: torch.Tensor, alpha: float, scale: float = 1.0, input_scale: float = 1.0,
-              expm1=torch.expm1) -> torch.Tensor:
-    """ELU / CELU / SELU without SELECT: scale * (relu(x) + alpha * expm1(min(x, 0) * input_scale)), the one
-    written-out form of the family (`patch_safe_expm1` passes its cancellation-free expm1).
-
-    Exact to fp32 rounding (<= 2 ulp of alpha * scale absolute) for every input, inf included: the
-    exponential never sees a positive argument, so no branch overflows.
-    """
-    neg = -torch.relu(-x)
-    if input_scale != 1.0:
-        neg = neg * input_scale
-    y = torch.relu(x) + alpha * expm1(neg)
-    return y * scale if scale != 1.0 else y
-
 
 class ELUArith(nn.Module):
     """`elu_arith` as a module (what `patch_select` puts in place of nn.ELU / CELU / SELU)."""

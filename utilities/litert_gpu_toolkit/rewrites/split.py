@@ -13,7 +13,6 @@ from .functional import register_handler
 from .scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
 
 
-
 # ------------------------------------------------------------------------------------ SPLIT
 
 def split_slices(x: torch.Tensor, split_size_or_sections, dim: int = 0) -> tuple[torch.Tensor, ...]:

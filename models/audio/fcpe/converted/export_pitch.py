@@ -1,9 +1,10 @@
 """Export FCPE (real torchfcpe weights) as one fixed-length graph: 16 kHz waveform in, pitch salience out.
 
 The log-mel front end is inside the graph (the toolkit's conv STFT: no FFT op, no host-side spectrogram), then the
-conv-only conformer and the 360-bin salience. Decoding the salience to Hz stays on the host (fcpe.decode). The
-toolkit's default exact rewrites are applied first (`apply_patches`: fp16-safe LayerNorm / GroupNorm among them);
-the plain graph also runs GPU-only but its fp16 output is wrong (see the README).
+conv-only conformer and the 360-bin salience. Decoding the salience to Hz stays on the host (fcpe.decode). It
+goes through the toolkit's front door, `convert_for_gpu`, which finds the rewrites the graph needs (fp16-safe
+LayerNorm / GroupNorm among them) and checks the file strictly GPU-only; `--plain` converts it without them (the
+plain graph also runs GPU-only, but its fp16 output is wrong: see the README).
 
     python export_pitch.py                        # artifacts/pitch_48000.tflite (3 s, 301 frames)
     python export_pitch.py --samples 8000         # 0.5 s, 51 frames (what CI runs)
@@ -14,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from litert_gpu_toolkit.recipe import add_model_argument, add_weights_argument, finish_export, script_parser
+from litert_gpu_toolkit.recipe import add_model_argument, add_weights_argument, script_parser
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "the torchfcpe wheel's fcpe_c_v001.pt; or the path of a conv-only FCPE .pt checkpoint"
@@ -41,34 +42,26 @@ def main(argv=None) -> int:
     import torch
     from fcpe import PitchGraph, load_model, reference_salience
 
-    from litert_gpu_toolkit.lowering.export import export_tflite
-    from litert_gpu_toolkit.core.model_info import read_model_info
-    from litert_gpu_toolkit.rewrites.apply import apply_patches
+    from litert_gpu_toolkit import ConvertOptions
+    from litert_gpu_toolkit.recipe import export_graph
 
     model, config = load_model(args.weights)
     graph = PitchGraph(model, config["mel"]).eval()
     t = torch.arange(args.samples) / config["mel"]["sr"]
     example = (0.5 * torch.sin(2 * torch.pi * 220.0 * t))[None]
     reference = reference_salience(model, example[0].numpy(), config["mel"])
-    if not args.plain:
-        for change in apply_patches(graph, (example,)):
-            print(f"  rewrite: {change.path or '(root)'}: {change.what}")
     with torch.no_grad():
         got = graph(example)[0].numpy()
-    print(f"graph (conv STFT{'' if args.plain else ', rewrites'}) vs source (torch.stft) on a 220 Hz tone: "
-          f"max |d salience| = {abs(got - reference).max():.3g}")
+    print(f"graph (conv STFT) vs source (torch.stft) on a 220 Hz tone: max |d salience| = "
+          f"{abs(got - reference).max():.3g}")
 
     start = time.perf_counter()
-    export_tflite(graph, (example,), out, verbose=args.verbose or None)
-    info = read_model_info(out)
-    print(f"converted in {time.perf_counter() - start:.0f} s; "
-          + ", ".join(f"{op} x{n}" for op, n in sorted(info.op_histogram().items())))
-    left = [op for op in WALLS if info.has_op(op)]
-    if left:
-        print(f"error: GPU walls left in the graph: {', '.join(left)}")
-        return 1
-    finish_export(out, args, graph=out.stem)
-    return 0
+    # --plain keeps the plain file even where it is worse (that is its point); the budget for bisecting wrong
+    # numbers is off because the recipe's verify judges them on real audio
+    options = ConvertOptions(patches=not args.plain, diagnose_budget_s=0)
+    status = export_graph(graph, (example,), out, args, graph=out.stem, options=options, walls=WALLS)
+    print(f"exported in {time.perf_counter() - start:.0f} s")
+    return status
 
 
 if __name__ == "__main__":

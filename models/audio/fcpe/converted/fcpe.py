@@ -29,6 +29,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from litert_gpu_toolkit.core import weights
+from litert_gpu_toolkit.core.weights import fold_weight_norm
 from litert_gpu_toolkit.rewrites.fft import ConvSTFT, mel_filterbank
 from litert_gpu_toolkit.rewrites.gather_nd.reflect_pad import exchange_matrix, reflect_pad_exchange
 
@@ -53,18 +54,6 @@ def load_checkpoint(weights_arg: str | None = None) -> tuple[dict, dict]:
     ckpt = torch.load(checkpoint_path(weights_arg), map_location="cpu", weights_only=True)
     return ckpt["config_dict"], ckpt["model"]
 
-
-def fold_weight_norm(state: dict) -> dict:
-    """(weight_g, weight_v) -> weight = g * v / ||v||, the norm over every dim but 0 (torch's weight_norm, dim=0)."""
-    out = {}
-    for key, value in state.items():
-        if key.endswith(".weight_v"):
-            prefix = key[:-len("weight_v")]
-            g = state[prefix + "weight_g"]
-            out[prefix + "weight"] = g * value / value.flatten(1).norm(dim=1).reshape(g.shape)
-        elif not key.endswith(".weight_g"):
-            out[key] = value
-    return out
 
 
 # ----------------------------------------------------------------------------------------------------------------

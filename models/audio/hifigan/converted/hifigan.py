@@ -19,6 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from litert_gpu_toolkit.core import weights
+from litert_gpu_toolkit.core.weights import fold_weight_norm
 from litert_gpu_toolkit.rewrites.fft.basis import mel_filterbank as basis_mel_filterbank
 
 LRELU_SLOPE = 0.1
@@ -94,19 +95,6 @@ class Generator(nn.Module):
             x = self.stage(x, i)
         return self.head(x)
 
-
-def fold_weight_norm(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Replace each (weight_g, weight_v) pair by weight = g * v / ||v||, the norm taken over all dims but dim 0."""
-    out = {}
-    for key, value in state.items():
-        if key.endswith(".weight_v"):
-            prefix = key[:-len("weight_v")]
-            g = state[prefix + "weight_g"]
-            norm = value.flatten(1).norm(dim=1).reshape(g.shape)
-            out[prefix + "weight"] = g * value / norm
-        elif not key.endswith(".weight_g"):
-            out[key] = value
-    return out
 
 
 def load_generator(weights: str = "universal") -> Generator:

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from export_vocoder import rewrite_upsamplers
 from hifigan import LRELU_SLOPE, load_generator
+from litert_gpu_toolkit.core.metrics import snr_db
 from litert_gpu_toolkit.lowering.export import gpu_vs_torch
 from litert_gpu_toolkit.recipe import device_label
 
@@ -87,9 +88,6 @@ def torch_side(x) -> dict:
             "torch_fp16_on_cpu": {"corr": float(np.corrcoef(fp16_compute.ravel(), ref.ravel())[0, 1]),
                                   "snr_db": snr_db(fp16_compute, ref)}}
 
-
-def snr_db(out, ref) -> float:
-    return float(10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / max(np.sum((out - ref) ** 2.0), 1e-30)))
 
 
 def main(argv=None) -> int:

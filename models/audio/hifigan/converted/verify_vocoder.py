@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from litert_gpu_toolkit.core.metrics import compare
+from litert_gpu_toolkit.core.metrics import compare, snr_db
 from litert_gpu_toolkit.recipe import (LATENCY_METRIC, add_model_argument, add_ref_argument, finish_verify,
                                        latency_ms, load_model, load_reference, print_failure, residency,
                                        run_on_device, strict_gates, verify_main, verify_parser)
@@ -36,10 +36,6 @@ HERE = Path(__file__).resolve().parent
 
 CORR_GATE = 0.999
 
-
-def snr_db(out: np.ndarray, ref: np.ndarray) -> float:
-    return float(10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / max(np.sum((out - ref).astype(np.float64) ** 2),
-                                                                          1e-30)))
 
 
 def save_spectrograms(path: Path, mels: dict[str, np.ndarray]) -> None:

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from litert_gpu_toolkit.core import weights
+from litert_gpu_toolkit.core.metrics import box_iou
 
 MIN_FACE = 20                   # smallest face searched for, pixels
 FACTOR = 0.709                  # pyramid step
@@ -342,12 +343,3 @@ def match_faces(boxes: np.ndarray, ref: np.ndarray) -> list[tuple[int, int, floa
             used_r.add(i), used_b.add(j), out.append((i, j, iou))
     out += [(i, -1, 0.0) for i in range(len(ref)) if i not in used_r]
     return sorted(out)
-
-
-def box_iou(a: np.ndarray, b: np.ndarray) -> float:
-    """IoU of two [x1, y1, x2, y2] boxes (continuous coordinates)."""
-    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = w * h
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return float(inter / union) if union > 0 else 0.0

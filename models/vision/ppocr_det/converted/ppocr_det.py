@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from litert_gpu_toolkit.core import weights
+from litert_gpu_toolkit.core.metrics import box_iou
 
 ONNX_NAME = "ch_PP-OCRv4_det_infer.onnx"
 INSTALL = "pip install --no-deps rapidocr-onnxruntime==1.4.4"
@@ -168,13 +169,6 @@ def boxes_from_map(prob: np.ndarray) -> Boxes:
     order = np.argsort([b[1] * 10000 + b[0] for b in boxes]) if boxes else np.zeros(0, int)
     return Boxes(np.asarray(boxes, np.float32).reshape(-1, 4)[order], np.asarray(scores, np.float32)[order])
 
-
-def box_iou(a: np.ndarray, b: np.ndarray) -> float:
-    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = ix * iy
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return float(inter / union) if union > 0 else 0.0
 
 
 def match(reference: np.ndarray, candidate: np.ndarray) -> list[float]:

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from ..functional import register_handler
-from ..gather_nd.reflect_pad import pad_by_slices, reflect_pad_exchange
+from ..shared import pad_by_slices, reflect_pad_exchange
 from ..registry import declare
 from .basis import istft_synthesis, stft_basis
 from . import complex as _complex

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from ..gather_nd.reflect_pad import exchange_matrix, reflect_pad_exchange
+from ..shared import exchange_matrix, reflect_pad_exchange
 from .basis import istft_synthesis, make_window, mel_filterbank, stft_basis, window_envelope
 
 

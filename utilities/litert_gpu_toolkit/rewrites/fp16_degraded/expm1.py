@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from ..functional import register_handler
 from ..registry import declare
-from ..select import elu_arith       # the family's one SELECT-free form, shared with patch_select
+from ..shared import elu_arith
 
 NAME = "patch_safe_expm1"
 declare(NAME, wall="fp16_degraded")

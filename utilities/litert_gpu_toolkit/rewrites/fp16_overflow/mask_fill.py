@@ -19,11 +19,8 @@ from torch import nn
 from .. import Change, register
 from ..functional import HANDLERS
 from ..scoping import _is_number, _replace_modules, _scalar_value, scope_rewrites, scoped_rewrites  # noqa: F401
-from ..gather_nd.index_math import real_values, value_of
-from ..select import FP16_MAX, arith_where
-
-
-# ------------------------------------------------------------------ fp16-safe attention-mask fill
+from ..shared import real_values, value_of
+from ..shared import FP16_MAX, arith_where
 
 MASK_FILL = 1e4
 

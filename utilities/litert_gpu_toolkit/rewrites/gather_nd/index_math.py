@@ -21,19 +21,13 @@ Functional only (inside `GpuRewriteWrapper` / `convert_for_gpu`).
 """
 from __future__ import annotations
 
-import contextlib
-import weakref
 
 import torch
 import torch.nn as nn
-from torch.utils._python_dispatch import _disable_current_modes
 
 from .. import Change, register
 from ..functional import HANDLERS
-
-MAX_FOLD_ELEMENTS = 1 << 18
-# id -> (weakref to the traced tensor, its value as a plain CPU tensor)
-_VALUES: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
+from ..shared import MAX_FOLD_ELEMENTS, _VALUES, value_of, real_values, forget, remember, constant, PROTECTED  # noqa: F401 - re-exported
 
 T = torch.Tensor
 FOLDED = (
@@ -59,48 +53,6 @@ FOLDED = (
 )
 _LIKE = (torch.zeros_like, torch.ones_like, torch.full_like, T.new_ones, T.new_zeros, T.new_full, T.new_tensor)
 _SOURCES = (torch.arange, torch.zeros, torch.ones, torch.full, torch.tensor, torch.linspace, torch.eye, *_LIKE)
-
-
-def value_of(t) -> torch.Tensor | None:
-    """The value of a traced tensor that depends on no input (a plain CPU tensor), or None. Compute with it
-    only inside `real_values()`: a tracing mode would turn it into a traced tensor."""
-    if not isinstance(t, torch.Tensor):
-        return None
-    entry = _VALUES.get(id(t))
-    if entry is None or entry[0]() is not t:
-        return None
-    return entry[1]
-
-
-@contextlib.contextmanager
-def real_values():
-    """Context: torch calls run on plain tensors, outside every tracing mode -- torch.export's fake tensors and
-    its torch-function modes alike, so nothing computed here is recorded or tracked by the trace."""
-    with _disable_current_modes(), torch._C.DisableTorchFunction():
-        yield
-
-
-def forget(t) -> None:
-    _VALUES.pop(id(t), None)
-
-
-def remember(t: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
-    """Record `value` (a plain tensor) as the value of the traced tensor `t`; returns `t`."""
-    if len(_VALUES) > 4096:                                      # drop the entries of dead tensors
-        for k in [k for k, (r, _) in _VALUES.items() if r() is None]:
-            del _VALUES[k]
-    _VALUES[id(t)] = (weakref.ref(t), value)
-    return t
-
-
-def constant(value: torch.Tensor) -> torch.Tensor:
-    """`value` as a tensor of the traced graph (a constant there), remembered with its value. The tensor is built
-    from Python numbers read outside every tracing mode (inside them, `tolist` of a plain tensor gives symbolic
-    floats); a plain tensor passed into the trace instead was mixed up with another constant by the conversion."""
-    with real_values():
-        value = value.detach()
-        data = value.tolist() if value.dim() else value.item()
-    return remember(torch.tensor(data, dtype=value.dtype), value)
 
 
 class _Unknown(Exception):
@@ -180,10 +132,6 @@ def _source(func):
             return NotImplemented
         return constant(out) if _foldable(out) else NotImplemented
     return handler
-
-
-# storages of the real parameters and buffers behind values (`patch_fold_constants`): never written in place
-PROTECTED: set[int] = set()
 
 
 def _inplace(func):

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from .. import Change, named_modules_of, register, set_submodule
 from ..functional import register_handler
-from .maxpool import _tuple
+from ..shared import per_axis
 
 
 # ---------------------------------------------------------------------------------------------
@@ -68,7 +68,7 @@ def resize_matrix(in_size: int, out_size: int, mode: str, align_corners: bool,
 def _output_size(x: torch.Tensor, size, scale_factor, recompute_scale_factor):
     spatial = x.dim() - 2
     if size is not None:
-        return list(_tuple(size, spatial)), [None] * spatial
+        return list(per_axis(size, spatial)), [None] * spatial
     scales = [float(s) for s in (scale_factor if isinstance(scale_factor, (tuple, list)) else [scale_factor] * spatial)]
     out = [int(math.floor(float(x.shape[2 + i]) * scales[i])) for i in range(spatial)]
     return out, ([None] * spatial if recompute_scale_factor else scales)

@@ -12,10 +12,7 @@ import torch.nn.functional as F
 from .. import Change, named_modules_of, register, set_submodule
 from ..functional import register_handler
 from .reflect_pad import _pad_axis
-
-
-def _tuple(v, n: int) -> tuple[int, ...]:
-    return tuple(int(a) for a in v) if isinstance(v, (tuple, list)) else (int(v),) * n
+from ..shared import per_axis
 
 
 # ---------------------------------------------------------------------------------------------
@@ -41,9 +38,9 @@ def maxpool_edge_pad(x: torch.Tensor, kernel_size, stride=None, padding=0, ceil_
     cropped so the window count equals torch's. No -inf / lowest-float constant enters the graph.
     """
     spatial = spatial or (2 if x.dim() == 4 else 1)     # pooled axes: the last `spatial` ones
-    k = _tuple(kernel_size, spatial)
-    s = _tuple(stride if stride not in (None, [], ()) else k, spatial)
-    p = _tuple(padding, spatial)
+    k = per_axis(kernel_size, spatial)
+    s = per_axis(stride if stride not in (None, [], ()) else k, spatial)
+    p = per_axis(padding, spatial)
     y = x
     for i in range(spatial):
         dim = x.dim() - spatial + i
@@ -74,7 +71,7 @@ class EdgePadMaxPool(nn.Module):
 
 
 def _pool_applies(padding, ceil_mode, dilation, return_indices) -> bool:
-    return (any(_tuple(padding, 2)) or bool(ceil_mode)) and all(d == 1 for d in _tuple(dilation, 2)) \
+    return (any(per_axis(padding, 2)) or bool(ceil_mode)) and all(d == 1 for d in per_axis(dilation, 2)) \
         and not return_indices
 
 

@@ -4,18 +4,13 @@ Bit-exact: pure data movement.
 """
 from __future__ import annotations
 
-from typing import Sequence
 
-import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .. import Change, named_modules_of, register, set_submodule
 from ..functional import register_handler
-
-
-def _tuple(v, n: int) -> tuple[int, ...]:
-    return tuple(int(a) for a in v) if isinstance(v, (tuple, list)) else (int(v),) * n
+from ..shared import exchange_matrix, reflect_pad_exchange, pad_by_slices, _pad_axis  # noqa: F401 - re-exported
 
 
 # ---------------------------------------------------------------------------------------------
@@ -23,44 +18,6 @@ def _tuple(v, n: int) -> tuple[int, ...]:
 # ---------------------------------------------------------------------------------------------
 
 PAD_MODES = ("reflect", "replicate", "circular")
-
-
-def _pad_axis(x: torch.Tensor, dim: int, left: int, right: int, mode: str) -> torch.Tensor:
-    n = x.shape[dim]
-    if mode == "reflect":
-        if left >= n or right >= n:
-            raise ValueError(f"reflect padding ({left}, {right}) must be smaller than the axis size {n}")
-        pieces = [x.narrow(dim, i, 1) for i in range(left, 0, -1)]
-        pieces.append(x)
-        pieces += [x.narrow(dim, n - 1 - i, 1) for i in range(1, right + 1)]
-    elif mode == "replicate":
-        first, last = x.narrow(dim, 0, 1), x.narrow(dim, n - 1, 1)
-        pieces = [first] * left + [x] + [last] * right
-    elif mode == "circular":
-        if left > n or right > n:
-            raise ValueError(f"circular padding ({left}, {right}) must not exceed the axis size {n}")
-        pieces = ([x.narrow(dim, n - left, left)] if left else []) + [x] + ([x.narrow(dim, 0, right)] if right else [])
-    else:
-        raise ValueError(f"unknown padding mode {mode!r}")
-    return torch.cat(pieces, dim) if len(pieces) > 1 else x
-
-
-def pad_by_slices(x: torch.Tensor, pad: Sequence[int], mode: str = "reflect") -> torch.Tensor:
-    """F.pad(x, pad, mode) for mode reflect / replicate / circular, built from slices and one
-    concatenation per padded axis. Bit-exact (data movement only), any input values.
-
-    `pad` is F.pad's tuple (last axis first). Cost: one copy of the padded tensor per padded axis
-    and 2 * pad width one-wide slices; cheap for the small pads of convolutions.
-    """
-    pad = [int(p) for p in pad]
-    if len(pad) % 2 or any(p < 0 for p in pad):
-        raise ValueError(f"pad {pad} must be non-negative pairs")
-    y = x
-    for i in range(len(pad) // 2):
-        left, right = pad[2 * i], pad[2 * i + 1]
-        if left or right:
-            y = _pad_axis(y, x.dim() - 1 - i, left, right, mode)
-    return y
 
 
 @register_handler(F.pad, "patch_reflect_pad")
@@ -106,26 +63,3 @@ def patch_reflect_pad(model: nn.Module) -> list[Change]:
     return changes
 
 
-def exchange_matrix(n: int) -> torch.Tensor:
-    """The n x n exchange matrix (ones on the anti-diagonal): `x @ J` reverses the last axis of x."""
-    return torch.flip(torch.eye(n), (0,))
-
-
-def reflect_pad_exchange(x: torch.Tensor, left: int, right: int, exchange: torch.Tensor | None = None) -> torch.Tensor:
-    """F.pad(x, (left, right), mode="reflect") on the last axis as a slice per side reversed by a matmul with
-    the exchange matrix, then one concatenation: at most 5 GPU ops whatever the pad (the slices form,
-    `pad_by_slices`, needs one op per padded sample). Bit-exact in any precision: each output is one input
-    times 1.0 plus zeros. `exchange` (a buffer, so it is not rebuilt per call) serves a side of its size."""
-    length = int(x.shape[-1])
-    if max(left, right) >= length:
-        raise ValueError(f"reflect padding ({left}, {right}) needs more than {max(left, right)} samples, got {length}")
-
-    def rev(part: torch.Tensor, n: int) -> torch.Tensor:
-        j = exchange if exchange is not None and exchange.shape[0] == n else exchange_matrix(n)
-        return torch.matmul(part, j)
-
-    parts = [rev(x[..., 1:left + 1], left)] if left else []
-    parts.append(x)
-    if right:
-        parts.append(rev(x[..., length - right - 1:length - 1], right))
-    return torch.cat(parts, dim=-1) if len(parts) > 1 else x

@@ -10,10 +10,8 @@ from typing import Sequence
 import torch
 
 
-
 MAX_RANK = 4
 VIEWS_HANDLER = "lower_rank_views"
-
 
 
 def _prod(values) -> int:

@@ -78,8 +78,7 @@ def _softmax(op):
         shape = [int(n) for n in x.shape]
         d = dim % len(shape)
         if shape[d] == 1:              # a softmax over one element is 1 (log_softmax 0): no DIV(e, e) on the GPU
-            from ..gather_nd.index_math import constant, real_values
-
+            from ..shared import constant, real_values
             with real_values():
                 small = torch.full((_prod(shape[:d]), 1, _prod(shape[d + 1:])), 1.0 if op is torch.softmax else 0.0,
                                    dtype=x.dtype)

@@ -28,13 +28,7 @@ import torch.nn.functional as F
 from ..functional import register_handler
 from .polyphase import polyphase_forward
 from .spec import ConvTSpec
-
-
-def _tuple(v, n: int) -> tuple[int, ...] | None:
-    if isinstance(v, (tuple, list)):
-        v = tuple(int(a) for a in v)
-        return v if len(v) == n else (v * n if len(v) == 1 else None)
-    return (int(v),) * n
+from ..shared import conv_axes
 
 
 def selection_matrix(k: int, s: int, d: int, dtype=torch.float32) -> torch.Tensor:
@@ -85,7 +79,7 @@ def conv_transpose_polyphase(x, weight, bias=None, stride=1, padding=0, output_p
             not x.is_floating_point() or x.is_complex():
         return NotImplemented
     groups = int(groups)
-    args = [_tuple(v, nd) for v in (stride, padding, output_padding, dilation)]
+    args = [conv_axes(v, nd) for v in (stride, padding, output_padding, dilation)]
     if any(a is None for a in args) or groups < 1 or weight.shape[0] % groups:
         return NotImplemented
     stride, padding, output_padding, dilation = args

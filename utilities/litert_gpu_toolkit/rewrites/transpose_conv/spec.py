@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..rank_gt_4.pixel_shuffle import depth_to_space
+from ..shared import conv_per_group, _conv  # noqa: F401 - re-exported
 
 
 # --------------------------------------------------------------------------------------------- spec
@@ -174,28 +175,6 @@ def _output_padding(spec: ConvTSpec, x: torch.Tensor, output_size) -> tuple[int,
     if any(o < 0 or o >= max(s, d) for o, s, d in zip(op, spec.stride, spec.dilation)):
         raise ValueError(f"output_size {want} is not reachable from input {tuple(x.shape)} with {spec.describe()}")
     return op
-
-
-def _conv(ndim: int):
-    return F.conv1d if ndim == 1 else F.conv2d
-
-
-def conv_per_group(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, groups: int,
-                 padding: int = 0, dilation=1, stride=1) -> torch.Tensor:
-    """Stride-1 conv with `groups`, split into one conv per group unless the GPU runs the grouped form right.
-
-    Measured on llvmpipe (ai-edge-litert 2.3.0): a grouped CONV_2D returns wrong values (or crashes)
-    unless both channels-per-group counts are multiples of 4; depthwise (1 input channel per group,
-    any multiplier) is fine. The split (SLICE + CONV_2D per group + CONCATENATION) is exact.
-    """
-    conv = _conv(x.dim() - 2)
-    cig, cog = weight.shape[1], weight.shape[0] // groups
-    if groups == 1 or cig == 1 or (cig % 4 == 0 and cog % 4 == 0):
-        return conv(x, weight, bias, stride, padding, dilation, groups)
-    outs = [conv(x[:, i * cig:(i + 1) * cig], weight[i * cog:(i + 1) * cog],
-                 None if bias is None else bias[i * cog:(i + 1) * cog], stride, padding, dilation)
-            for i in range(groups)]
-    return torch.cat(outs, 1)
 
 
 class ConvTAttributes:
