@@ -783,32 +783,10 @@ def run_case(case: Case, files: dict[str, Path], root: Path) -> Outcome:
 
     env = {**os.environ, "TMPDIR": str(tmpdir), **{k: filled(v) for k, v in case.env.items()}}
     argv = [filled(a) for a in case.argv]
-    if case.kind == "api":
-        cmd = [sys.executable, "-c", case.api, str(files["add.tflite"]), str(own), str(root)]
-    elif case.kind == "zoo":      # a case that runs rows after all must not rewrite the checkout's zoo/results.json
-        cmd = [sys.executable, str(ZOO_RUN), "--out", str(root / "zoo_out"), *argv]
-    elif case.kind.startswith("signal") and not argv:
-        cmd = [sys.executable, "-c", _PARENT]
-    else:
-        cmd = [sys.executable, "-m", "litert_gpu_toolkit", *argv]
-    proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    proc = subprocess.Popen(_command(case, files, argv, root, own), env=env, cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
                             preexec_fn=_limit_memory if case.kind == "cli:memlimit" else _default_sigint)
-    if case.kind == "kill_worker":
-        # kill the worker that is inside the injected hang, not whichever worker happens to be newest: under
-        # load the CPU stage's worker may still be listed when the GPU one has not started yet
-        deadline = time.time() + 120
-        hung: list[int] = []
-        while time.time() < deadline and not hung:
-            hung = [pid for pid in _workers(tmpdir) if _hanging(pid)]
-            time.sleep(0.1)
-        for pid in hung:
-            os.kill(pid, signal.SIGKILL)
-    elif case.kind.startswith("signal"):
-        deadline = time.time() + 60
-        while time.time() < deadline and not _workers(tmpdir):
-            time.sleep(0.1)
-        time.sleep(1.0)  # the child is up and inside the (hanging) runtime
-        proc.send_signal(getattr(signal, case.kind.split(":")[1]))
+    _interfere(case, proc, tmpdir)
     try:
         text, _ = proc.communicate(timeout=case.timeout)
     except subprocess.TimeoutExpired:
@@ -825,18 +803,7 @@ def run_case(case: Case, files: dict[str, Path], root: Path) -> Outcome:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    low = text.lower()
-    why = []
-    if proc.returncode != case.code:
-        why.append(f"exit {proc.returncode}, documented {case.code}")
-    if "Traceback" in text and case.kind != "signal:SIGINT" or (case.argv and "Traceback" in text):
-        why.append("traceback")
-    if case.says and case.says.lower() not in low:
-        why.append(f"message lacks {case.says!r}")
-    if case.absent and case.absent.lower() in low:
-        why.append(f"message says {case.absent!r}")
-    if left:
-        why.append(f"{len(left)} runtime process(es) left running")
+    why = _faults(case, proc.returncode, text, left)
     if case.own:
         after = snapshot(own)
         lost = [k for k, v in before.items() if k not in case.may_change and after.get(k) != v]
@@ -848,6 +815,53 @@ def run_case(case: Case, files: dict[str, Path], root: Path) -> Outcome:
         why.append(f"left behind {[p.name for p in leftovers]}")
     wording_only = bool(why) and all(w.startswith("message lacks") for w in why)
     return Outcome(not why, proc.returncode, "; ".join(why), text, wording_only)
+
+
+def _command(case: Case, files: dict[str, Path], argv: list[str], root: Path, own: Path) -> list[str]:
+    if case.kind == "api":
+        return [sys.executable, "-c", case.api, str(files["add.tflite"]), str(own), str(root)]
+    if case.kind == "zoo":      # a case that runs rows after all must not rewrite the checkout's zoo/results.json
+        return [sys.executable, str(ZOO_RUN), "--out", str(root / "zoo_out"), *argv]
+    if case.kind.startswith("signal") and not argv:
+        return [sys.executable, "-c", _PARENT]
+    return [sys.executable, "-m", "litert_gpu_toolkit", *argv]
+
+
+def _interfere(case: Case, proc, tmpdir: Path) -> None:
+    """What the case does to the running child: kill its hung worker, or send it a signal once it is inside."""
+    if case.kind == "kill_worker":
+        # kill the worker that is inside the injected hang, not whichever worker happens to be newest: under
+        # load the CPU stage's worker may still be listed when the GPU one has not started yet
+        deadline = time.time() + 120
+        hung: list[int] = []
+        while time.time() < deadline and not hung:
+            hung = [pid for pid in _workers(tmpdir) if _hanging(pid)]
+            time.sleep(0.1)
+        for pid in hung:
+            os.kill(pid, signal.SIGKILL)
+    elif case.kind.startswith("signal"):
+        deadline = time.time() + 60
+        while time.time() < deadline and not _workers(tmpdir):
+            time.sleep(0.1)
+        time.sleep(1.0)  # the child is up and inside the (hanging) runtime
+        proc.send_signal(getattr(signal, case.kind.split(":")[1]))
+
+
+def _faults(case: Case, returncode: int, text: str, left: list) -> list[str]:
+    """What the run did wrong against the case's documented behaviour (exit code, message, children)."""
+    low = text.lower()
+    why = []
+    if returncode != case.code:
+        why.append(f"exit {returncode}, documented {case.code}")
+    if "Traceback" in text and case.kind != "signal:SIGINT" or (case.argv and "Traceback" in text):
+        why.append("traceback")
+    if case.says and case.says.lower() not in low:
+        why.append(f"message lacks {case.says!r}")
+    if case.absent and case.absent.lower() in low:
+        why.append(f"message says {case.absent!r}")
+    if left:
+        why.append(f"{len(left)} runtime process(es) left running")
+    return why
 
 
 def _gpu_available() -> bool:

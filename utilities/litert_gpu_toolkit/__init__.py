@@ -30,7 +30,7 @@ _EXPORTS = {
     "compile_and_run": "runtime.compiled", "RunResult": "runtime.compiled", "probe_gpu": "runtime.compiled",
     "lint_for_mobile": "lint.mobile", "LintFinding": "lint.mobile",
     # wrong numbers at full residency: where, and why
-    "bisect": "diagnose.bisect", "BisectReport": "diagnose.report",
+    "bisect": "diagnose.bisect", "BisectOptions": "diagnose.bisect", "BisectReport": "diagnose.report",
     # the pieces underneath
     "export_tflite": "lowering.export", "gpu_vs_torch": "lowering.export", "signature_inputs": "lowering.export",
     "read_model_info": "core.model_info", "ModelInfo": "core.model_info", "InvalidModelError": "core.model_info",

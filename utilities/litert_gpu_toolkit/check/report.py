@@ -73,6 +73,11 @@ def print_report(report: Report, *, full: bool = False, file: TextIO | None = No
     if report.verdict == PASS and not full:
         _print_pass(report, p)
         return
+    for section in _SECTIONS:
+        section(report, p)
+
+
+def _problems(report: Report, p) -> None:
     if report.problems:
         p("Problems:")
         for prob in report.problems:
@@ -87,6 +92,9 @@ def print_report(report: Report, *, full: bool = False, file: TextIO | None = No
     if report.residency:
         line = report.residency["line"]
         p(line if line.startswith("GPU residency") else f"Residency: {line}")
+
+
+def _graph(report: Report, p) -> None:
     st = report.static
     if st:
         hist = ", ".join(f"{op} x{n}" for op, n in st["op_histogram"].items())
@@ -104,29 +112,39 @@ def print_report(report: Report, *, full: bool = False, file: TextIO | None = No
             p(f"  signature {s['key']} -> {outs}")
     for spec in report.inputs:
         p(f"  input {spec['signature']}/{spec['name']} {spec['shape']} {spec['dtype']}: {spec['source']}")
-    if report.signatures:
-        p(f"Numerics vs CPU fp32 (tolerance: {report.tolerance.get('text')}):")
-        for sig, outs in report.signatures.items():
-            for name, e in outs.items():
-                p(f"  {sig}/{name} {e['shape']} {e['dtype']}")
-                for label, c in e["vs_cpu"].items():
-                    p(f"    {_metrics_line(label, c)}")
-                if e["vs_reference"]:
-                    p("    vs reference (source model):")
-                    for label, c in e["vs_reference"].items():
-                        p(f"      {_metrics_line(label, c)}")
-    if report.suggestions:
-        p("Suggested rewrites (from the symptom table):")
-        for s in report.suggestions:
-            tag = s["symptom"] or "unknown"
-            p(f"  [{tag}] {s['seen']}")
-            p(f"      -> {', '.join(s['rewrites']) if s['rewrites'] else 'no toolkit rewrite yet'}")
-            if s.get("cause"):
-                p(f"      why: {s['cause']}")
-            for ev in s.get("evidence", []):
-                p(f"      seen: {ev}")
-            if s.get("upstream"):
-                p(f"      upstream: {s['upstream']}")
+
+
+def _numerics(report: Report, p) -> None:
+    if not report.signatures:
+        return
+    p(f"Numerics vs CPU fp32 (tolerance: {report.tolerance.get('text')}):")
+    for sig, outs in report.signatures.items():
+        for name, e in outs.items():
+            p(f"  {sig}/{name} {e['shape']} {e['dtype']}")
+            for label, c in e["vs_cpu"].items():
+                p(f"    {_metrics_line(label, c)}")
+            if e["vs_reference"]:
+                p("    vs reference (source model):")
+                for label, c in e["vs_reference"].items():
+                    p(f"      {_metrics_line(label, c)}")
+
+
+def _suggestions(report: Report, p) -> None:
+    if not report.suggestions:
+        return
+    p("Suggested rewrites (from the symptom table):")
+    for s in report.suggestions:
+        p(f"  [{s['symptom'] or 'unknown'}] {s['seen']}")
+        p(f"      -> {', '.join(s['rewrites']) if s['rewrites'] else 'no toolkit rewrite yet'}")
+        if s.get("cause"):
+            p(f"      why: {s['cause']}")
+        for ev in s.get("evidence", []):
+            p(f"      seen: {ev}")
+        if s.get("upstream"):
+            p(f"      upstream: {s['upstream']}")
+
+
+def _context(report: Report, p) -> None:
     for w in report.warnings:
         p(f"Warning: {w}")
     env = report.environment
@@ -140,6 +158,10 @@ def print_report(report: Report, *, full: bool = False, file: TextIO | None = No
         p("Last native log lines:")
         for line in report.log_tail.splitlines():
             p(f"  | {line}")
+
+
+# a failing (or full) report, top to bottom
+_SECTIONS = (_problems, _graph, _numerics, _suggestions, _context)
 
 
 def _print_pass(report: Report, p) -> None:

@@ -38,10 +38,12 @@ precision class it tells the GPU's own arithmetic (an exact rewrite's job) from 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import math
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -58,161 +60,205 @@ from ..core.model_info import read_model_info
 from ..runtime.compiled import compile_and_run
 
 
-def bisect(
-    model,
-    example_inputs: Sequence,
-    boundaries: str | list[str] = "auto",
-    *,
-    min_corr: float = 0.999,
-    workdir: str | Path | None = None,
-    fp32: bool = True,
-    cpu: bool = True,
-    progress: bool = True,
-    timeout: float = 600.0,
-    budget_s: float | None = None,
-    refine: bool = True,
-    max_boundaries: int = DEFAULT_MAX_BOUNDARIES,
-    forward=None,
-) -> BisectReport:
+@dataclass(frozen=True)
+class BisectOptions:
+    """How `bisect` measures. min_corr: a boundary whose fp16 corr with torch is below this diverges. fp32 / cpu:
+    also run each tap with enforce_f32 and on LiteRT's CPU (what tells the classes apart). timeout: seconds per
+    run. budget_s: stop starting new conversions after this many seconds (None: no limit). refine: tap the
+    children of the first diverging block. max_boundaries: how many blocks `auto` picks. workdir: keep the taps'
+    .tflite files there (default: a temporary folder). progress: a progress bar. forward: the module to call
+    instead of the model (boundaries still name the model's submodules)."""
+    min_corr: float = 0.999
+    workdir: str | Path | None = None
+    fp32: bool = True
+    cpu: bool = True
+    progress: bool = True
+    timeout: float = 600.0
+    budget_s: float | None = None
+    refine: bool = True
+    max_boundaries: int = DEFAULT_MAX_BOUNDARIES
+    forward: object = None
+
+
+def bisect(model, example_inputs: Sequence, boundaries: str | list[str] = "auto",
+           options: BisectOptions | None = None, **overrides) -> BisectReport:
     """Tap the model at each boundary, run each tap on LiteRT's CPU and on the GPU (fp16, fp32), compare with
-    torch, classify the first divergence (module docstring). budget_s: stop starting new conversions after
-    this many seconds (None: no limit); the boundaries left out are listed in `not_run`. forward: the module
-    to call instead of `model` (boundaries still name `model`'s submodules). The model is put in eval mode
-    for the run and given back in the mode it came in."""
+    torch, classify the first divergence (module docstring). `options` (a `BisectOptions`; keywords override its
+    fields: `bisect(m, x, min_corr=0.99)`); the boundaries a budget left out are listed in `not_run`. The model is
+    put in eval mode for the run and given back in the mode it came in."""
     import torch
 
+    opts = dataclasses.replace(options or BisectOptions(), **overrides)
     training = {name: m.training for name, m in model.named_modules()}
     model.eval()
     try:
         with torch.no_grad():
-            return _bisect(model, tuple(example_inputs), boundaries, min_corr, workdir, fp32, cpu, progress,
-                           timeout, budget_s, refine, max_boundaries, forward)
+            return _bisect(model, tuple(example_inputs), boundaries, opts)
     finally:
         for name, m in model.named_modules():
             m.training = training.get(name, m.training)
 
 
-def _bisect(model, example_inputs, boundaries, min_corr, workdir, fp32, cpu, progress, timeout, budget_s, refine,
-            max_boundaries, forward) -> BisectReport:
-    from ..lowering.export import signature_inputs
+class _Run:
+    """One bisect call's measurements: each tap converted and run once, within the time budget."""
 
-    traced = execution_order(model, example_inputs, forward)     # one torch run: block order and the output
-    names = (auto_boundaries(model, example_inputs, max_boundaries, forward, traced) if boundaries == "auto"
-             else list(boundaries))
+    def __init__(self, model, example_inputs, opts: BisectOptions, count: int, out_dir: Path):
+        from ..lowering.export import signature_inputs
+
+        self.model, self.example_inputs, self.opts, self.out_dir = model, example_inputs, opts, out_dir
+        self.feed = signature_inputs(example_inputs)
+        self.deadline = time.monotonic() + opts.budget_s if opts.budget_s else math.inf
+        self.done: dict[str, BoundaryResult] = {}
+        self.bar = None
+        if opts.progress:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=count, desc="bisect", unit="boundary")
+
+    def evaluate(self, name: str) -> BoundaryResult:
+        o = self.opts
+        return _evaluate(self.model, o.forward, name, self.example_inputs, self.feed, self.out_dir, o.fp32, o.cpu,
+                         o.timeout)
+
+    def run(self, name: str) -> BoundaryResult:
+        if name not in self.done:
+            self.done[name] = self.evaluate(name)
+            if self.bar is not None:
+                self.bar.update(1)
+        return self.done[name]
+
+    def time_left(self) -> bool:
+        return time.monotonic() < self.deadline
+
+    def bad(self, r: BoundaryResult) -> bool:
+        return diverges(r.fp16, self.opts.min_corr) or r.status != "ok"
+
+    def search(self, names: list[str]) -> list[BoundaryResult]:
+        """The last boundary, the first diverging one by bisection (assuming the error grows), then the rest of
+        the table while the budget lasts; stops at a tap that does not export (every tap traces the whole model)."""
+        last = self.run(names[-1])
+        broken = last.status.startswith("export_failed")
+        if not broken and self.bad(last):
+            lo, hi = -1, len(names) - 1
+            while hi - lo > 1 and self.time_left() and not broken:
+                mid = (lo + hi) // 2
+                r = self.run(names[mid])
+                broken = r.status.startswith("export_failed")
+                lo, hi = (lo, mid) if self.bad(r) else (mid, hi)
+        for name in names:
+            if broken or not self.time_left():
+                break
+            broken = self.run(name).status.startswith("export_failed")
+        return [self.done[n] for n in names if n in self.done]
+
+    def refine(self, order, block: str) -> list[BoundaryResult]:
+        """The children of `block`, in execution order, up to the first that diverges (or does not export)."""
+        inside = []
+        for sub in _children_in_order(self.model, block, order):
+            if not self.time_left():
+                break
+            r = self.evaluate(sub)
+            inside.append(r)
+            if r.status.startswith("export_failed") or diverges(r.fp16, self.opts.min_corr):
+                break
+        return inside
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _checked_names(model, example_inputs, boundaries, opts: BisectOptions, traced) -> list[str]:
+    names = (auto_boundaries(model, example_inputs, opts.max_boundaries, opts.forward, traced)
+             if boundaries == "auto" else list(boundaries))
     if not names:
         raise ValueError("no boundaries: pass module names, e.g. ['encoder.layer.0', 'encoder.layer.1']")
     for n in names:
         if n:
             model.get_submodule(n)  # raises AttributeError naming the bad path
-    deadline = time.monotonic() + budget_s if budget_s else math.inf
-    tmp = tempfile.TemporaryDirectory(prefix="litert-bisect-") if workdir is None else None
-    out_dir = Path(workdir or tmp.name)
+    return names
+
+
+def _bisect(model, example_inputs, boundaries, opts: BisectOptions) -> BisectReport:
+    traced = execution_order(model, example_inputs, opts.forward)     # one torch run: block order and the output
+    names = _checked_names(model, example_inputs, boundaries, opts, traced)
+    tmp = tempfile.TemporaryDirectory(prefix="litert-bisect-") if opts.workdir is None else None
+    out_dir = Path(opts.workdir or tmp.name)
     out_dir.mkdir(parents=True, exist_ok=True)
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(names), desc="bisect", unit="boundary")
-    feed = signature_inputs(example_inputs)
-    done: dict[str, BoundaryResult] = {}
-
-    def run(name: str) -> BoundaryResult:
-        if name not in done:
-            done[name] = _evaluate(model, forward, name, example_inputs, feed, out_dir, fp32, cpu, timeout)
-            if bar is not None:
-                bar.update(1)
-        return done[name]
-
-    def time_left() -> bool:
-        return time.monotonic() < deadline
-
+    run = _Run(model, example_inputs, opts, len(names), out_dir)
     try:
-        broken = False
-        last = run(names[-1])
-        broken = last.status.startswith("export_failed")     # every tap traces the whole model
-        if not broken and (diverges(last.fp16, min_corr) or last.status != "ok"):
-            lo, hi = -1, len(names) - 1                       # the first diverging boundary, assuming growth
-            while hi - lo > 1 and time_left() and not broken:
-                mid = (lo + hi) // 2
-                r = run(names[mid])
-                broken = r.status.startswith("export_failed")
-                if diverges(r.fp16, min_corr) or r.status != "ok":
-                    hi = mid
-                else:
-                    lo = mid
-        for name in names:                                    # the rest of the table, budget permitting
-            if broken or not time_left():
-                break
-            broken = run(name).status.startswith("export_failed")
-        rows = [done[n] for n in names if n in done]
-        _mark_new_ops(rows)
-        for r in rows:
-            r.reductions = _block_reductions(model, r.name, set(r.ops))
-        until = add_storage(model, example_inputs, forward, rows)
-        cache: dict[str, dict] = {}
-
-        def facts(block: str) -> dict:
-            if block not in cache:
-                cache[block] = _block_facts(model, block, example_inputs, forward)
-            return cache[block]
-
-        faults: list = []
-
-        def fault():
-            if not faults:
-                faults.append(first_fp16_fault(model, example_inputs, forward))
-            return faults[0]
-
-        first, kind, why = _diagnose(rows, min_corr, facts, fault)
-        inside: list[BoundaryResult] = []
-        module, ops = first, []
-        if first is not None and kind not in ("export_failed", "not_on_gpu", "clean"):
-            k = next(i for i, r in enumerate(rows) if r.label == first)
-            ops = rows[k].ops
-            block = rows[k].name
-            if refine and block and time_left():
-                order = traced[0]
-                for sub in _children_in_order(model, block, order):
-                    if not time_left():
-                        break
-                    r = _evaluate(model, forward, sub, example_inputs, feed, out_dir, fp32, cpu, timeout)
-                    inside.append(r)
-                    if r.status.startswith("export_failed") or diverges(r.fp16, min_corr):
-                        break
-                _mark_new_ops(([rows[k - 1]] if k > 0 else []) + inside)
-                add_storage(model, example_inputs, forward, inside)
-                culprit = next((r for r in inside if r.status != "ok" or diverges(r.fp16, min_corr)), None)
-                if culprit is not None:
-                    module, ops = culprit.name, culprit.ops
-            why += f". First diverging module: {module}" + (f" (ops it adds: {', '.join(ops)})" if ops else "")
-        rewrites = matching_rewrites(kind, facts(model_path_of(first, rows)), ops) if first is not None else []
-        bound, note = storage_note(rows, first, kind, min_corr, until)
-        why += note
-        if bound:           # split-K only improves accumulation, which the fp16 run in torch does in fp32 already
-            rewrites = [r for r in rewrites if r != "patch_split_k"]
-        if kind == "miscompute":                      # (k: the first diverging row, from above)
-            # the culprit's tap and the tap right before it (which measured right): only nodes new in between
-            taps = [r.name for r in rows[:k]] + ([r.name for r in inside] if module != first else [rows[k].name])
-            nodes = _new_miscompute_nodes(out_dir, taps[-1], taps[-2] if len(taps) > 1 else None)
-            if nodes:
-                why += (f". Its graph has the GPU's known elementwise miscompute (a constant operand at rank 2/3, or "
-                        f"broadcast over the batch axis): {', '.join(nodes[:4])}")
-                rewrites = list(dict.fromkeys(["patch_constant_operand_rank4"] + rewrites))
-        found = faults[0] if faults else None
-        used = found if kind == getattr(found, "kind", None) and fault_in_block(found, model_path_of(first, rows)) \
-            else None
-        if used is not None:
-            rewrites = list(dict.fromkeys(([used.rewrite] if used.rewrite else []) + rewrites))
-            module = used.module if module == first and used.module else module
+        rows = run.search(names)
+        return _classify(run, rows, names, traced)
     finally:
-        if bar is not None:
-            bar.close()
+        run.close()
         if tmp is not None:
             tmp.cleanup()
+
+
+def _classify(run: _Run, rows: list[BoundaryResult], names: list[str], traced) -> BisectReport:
+    """Name the first divergence's class and module, and the rewrites that match it."""
+    model, example_inputs, forward, min_corr = run.model, run.example_inputs, run.opts.forward, run.opts.min_corr
+    _mark_new_ops(rows)
+    for r in rows:
+        r.reductions = _block_reductions(model, r.name, set(r.ops))
+    until = add_storage(model, example_inputs, forward, rows)
+    cache: dict[str, dict] = {}
+
+    def facts(block: str) -> dict:
+        if block not in cache:
+            cache[block] = _block_facts(model, block, example_inputs, forward)
+        return cache[block]
+
+    faults: list = []
+
+    def fault():
+        if not faults:
+            faults.append(first_fp16_fault(model, example_inputs, forward))
+        return faults[0]
+
+    first, kind, why = _diagnose(rows, min_corr, facts, fault)
+    inside: list[BoundaryResult] = []
+    module, ops, k = first, [], None
+    if first is not None and kind not in ("export_failed", "not_on_gpu", "clean"):
+        k = next(i for i, r in enumerate(rows) if r.label == first)
+        ops, block = rows[k].ops, rows[k].name
+        if run.opts.refine and block and run.time_left():
+            inside = run.refine(traced[0], block)
+            _mark_new_ops(([rows[k - 1]] if k > 0 else []) + inside)
+            add_storage(model, example_inputs, forward, inside)
+            culprit = next((r for r in inside if r.status != "ok" or diverges(r.fp16, min_corr)), None)
+            if culprit is not None:
+                module, ops = culprit.name, culprit.ops
+        why += f". First diverging module: {module}" + (f" (ops it adds: {', '.join(ops)})" if ops else "")
+    rewrites = matching_rewrites(kind, facts(model_path_of(first, rows)), ops) if first is not None else []
+    bound, note = storage_note(rows, first, kind, min_corr, until)
+    why += note
+    if bound:           # split-K only improves accumulation, which the fp16 run in torch does in fp32 already
+        rewrites = [r for r in rewrites if r != "patch_split_k"]
+    if kind == "miscompute":
+        why, rewrites = _miscompute_nodes(run.out_dir, rows, k, inside, module, first, why, rewrites)
+    found = faults[0] if faults else None
+    used = found if kind == getattr(found, "kind", None) and fault_in_block(found, model_path_of(first, rows)) \
+        else None
+    if used is not None:
+        rewrites = list(dict.fromkeys(([used.rewrite] if used.rewrite else []) + rewrites))
+        module = used.module if module == first and used.module else module
     corrs = [r.fp16.corr for r in rows if r.fp16 is not None and not math.isnan(r.fp16.corr)]
     return BisectReport(rows, first, kind, why, min(corrs) if corrs else float("nan"), module=module, ops=ops,
-                        rewrites=rewrites, not_run=[n or "<output>" for n in names if n not in done], inside=inside,
-                        fp16_fault=used, storage_bound=bound)
+                        rewrites=rewrites, not_run=[n or "<output>" for n in names if n not in run.done],
+                        inside=inside, fp16_fault=used, storage_bound=bound)
+
+
+def _miscompute_nodes(out_dir, rows, k, inside, module, first, why, rewrites):
+    """A GPU miscompute: the nodes new between the culprit's tap and the tap before it (which measured right) that
+    match the GPU's known elementwise miscompute, and the rewrite for it."""
+    taps = [r.name for r in rows[:k]] + ([r.name for r in inside] if module != first else [rows[k].name])
+    nodes = _new_miscompute_nodes(out_dir, taps[-1], taps[-2] if len(taps) > 1 else None)
+    if nodes:
+        why += (f". Its graph has the GPU's known elementwise miscompute (a constant operand at rank 2/3, or "
+                f"broadcast over the batch axis): {', '.join(nodes[:4])}")
+        rewrites = list(dict.fromkeys(["patch_constant_operand_rank4"] + rewrites))
+    return why, rewrites
 
 
 def model_path_of(label: str | None, rows: list[BoundaryResult]) -> str:

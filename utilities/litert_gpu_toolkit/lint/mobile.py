@@ -72,209 +72,144 @@ def _is_const(info: ModelInfo, t: int, sg: int) -> bool:
     return t >= 0 and info.tensor(t, sg).is_constant
 
 
+# op type -> (symptom id, why) for the walls that need nothing but the op's type ("{op}" is the type)
+_BY_TYPE = {
+    "TRANSPOSE_CONV": ("transpose_conv",
+                       "TRANSPOSE_CONV: phones' delegates lag the converter's op version and reject it"),
+    "RELU_0_TO_1": ("relu_0_to_1", "RELU_0_TO_1 is rejected by LiteRT >= 2.1.5 GPU delegates"),
+    "GATHER": ("gather_nd", "{op} does not run on the GPU"),
+    "GATHER_ND": ("gather_nd", "{op} does not run on the GPU"),
+    "SELECT": ("select", "{op} is declined unless both branches have the output shape"),
+    "SELECT_V2": ("select", "{op} is declined unless both branches have the output shape"),
+    "SPLIT": ("split", "{op} is rejected by the GPU delegate"),
+    "SPLIT_V": ("split", "{op} is rejected by the GPU delegate"),
+    "REVERSE_V2": ("reverse_v2", "REVERSE_V2 (torch.flip) compiles on GPUs that then compute it wrongly"),
+    "CAST": ("cast", "CAST (typically an int/bool mask) lands on the CPU"),
+}
+
+
+class _Site:
+    """One op as the rules see it: the op, its subgraph's producers / consumers, its present inputs."""
+
+    def __init__(self, info: ModelInfo, op: OpInfo):
+        self.info, self.op, self.sg, self.name = info, op, op.subgraph, op.op
+        self.ins = [t for t in op.inputs if t >= 0]
+
+    def finding(self, symptom_id: str, why: str, tensors: list[int] | None = None) -> LintFinding:
+        return _finding(self.info, self.op, symptom_id, why, self.ins + self.op.outputs if tensors is None else tensors)
+
+    def tensor(self, index: int):
+        return self.info.tensor(index, self.sg)
+
+    def const(self, index: int) -> bool:
+        return _is_const(self.info, index, self.sg)
+
+
+def _by_type(s: _Site):
+    if s.name in _BY_TYPE:
+        symptom, why = _BY_TYPE[s.name]
+        # a TRANSPOSE_CONV lists its optional (absent) bias slot too: the delegate's error names it by position
+        tensors = s.op.inputs + s.op.outputs if s.name == "TRANSPOSE_CONV" else None
+        yield s.finding(symptom, why.format(op=s.name), tensors)
+    if s.name in _FFT_OPS or s.name.startswith("CUSTOM:") and "FFT" in s.name.upper():
+        yield s.finding("fft", f"{s.name}: FFT / complex ops have no GPU kernel")
+
+
+def _grouped_conv(s: _Site):
+    if s.name != "CONV_2D" or len(s.ins) < 2:
+        return
+    x_t, w_t = s.tensor(s.ins[0]), s.tensor(s.ins[1])
+    if not (x_t.rank == 4 and w_t.rank == 4 and w_t.shape[3] and x_t.shape[3] != w_t.shape[3]):
+        return
+    groups = x_t.shape[3] // w_t.shape[3]
+    cig, cog = w_t.shape[3], w_t.shape[0] // max(groups, 1)
+    if groups > 1 and cig > 1 and (cig % 4 or cog % 4):
+        yield s.finding("grouped_conv", f"grouped CONV_2D ({groups} groups of {cig} -> {cog} channels): GPUs "
+                                        "compute it wrongly unless both are multiples of 4")
+
+
+def _broadcast_to(s: _Site):
+    if s.name == "BROADCAST_TO":
+        runtime = s.ins and not s.const(s.ins[0])
+        yield s.finding("broadcast_to", "runtime BROADCAST_TO is rejected by phone GPU delegates even at rank 4"
+                        if runtime else "BROADCAST_TO of a constant that did not fold")
+
+
+def _neg_inf_pad(s: _Site):
+    if s.name != "PADV2" or len(s.ins) < 3:
+        return
+    value = s.info.constant_value(s.ins[2], s.sg)
+    if (value is not None and value.size == 1 and np.issubdtype(value.dtype, np.floating)
+            and (not np.isfinite(value).all() or float(value.ravel()[0]) <= -1e30)):
+        yield s.finding("maxpool_neg_inf_pad", "PADV2 with -inf (MaxPool padding) is declined or miscomputed on phones")
+
+
+def _long_reduction(s: _Site):
+    if s.name in ("MEAN", "SUM") and len(s.ins) >= 2:
+        count = _reduced_count(s.info, s.ins[0], s.ins[1], s.sg)
+        if count is not None and count >= LONG_REDUCTION:
+            yield s.finding("long_reduction",
+                            f"{s.name} reduces {count} elements per output: an fp16 accumulator overflows or stalls")
+
+
+def _identical_or_constant(s: _Site):
+    """LiteRT#9192: the same tensor twice, or only constants, as an op's inputs."""
+    if s.name in _SHAPE_OPERAND_OPS or len(s.ins) < 2:
+        return
+    if len(set(s.ins)) < len(s.ins):
+        yield s.finding("identical_or_constant_inputs",
+                        f"{s.name} takes the same tensor twice ('identical inputs' on phones)", s.ins)
+    elif all(s.const(t) for t in s.ins):
+        yield s.finding("identical_or_constant_inputs",
+                        f"{s.name} has only constant inputs ('Expected 1 const input tensor(s)')", s.ins)
+
+
+def _output_aliasing(s: _Site):
+    """LiteRT#8599: an ADD of two runtime tensors that is a graph output and also consumed."""
+    if s.name != "ADD" or len(s.ins) != 2 or not s.op.outputs or any(s.const(t) for t in s.ins):
+        return
+    out = s.op.outputs[0]
+    if out in s.info.graph_outputs[s.sg] and s.info.consumers(s.sg).get(out):
+        yield s.finding("output_aliasing", "ADD of two runtime tensors is a graph output and also consumed: phones "
+                                           "may return an operand instead of the sum")
+
+
+def _masked_attention(s: _Site):
+    """ADD(BATCH_MATMUL result, mask with a size-1 head axis); the scores may pass through the RESHAPE / TRANSPOSE
+    (and scalar scaling) litert-torch puts between the two."""
+    if s.name != "ADD" or len(s.ins) != 2 or not s.op.outputs:
+        return
+    out_t, producers = s.tensor(s.op.outputs[0]), s.info.producers(s.sg)
+    for a, b in ((s.ins[0], s.ins[1]), (s.ins[1], s.ins[0])):
+        ta, tb = s.tensor(a), s.tensor(b)
+        if (tb.rank == 4 and tb.shape[1] == 1 and out_t.rank == 4 and out_t.shape[1] > 1 and ta.rank >= 3
+                and scores_source(s.info, a, s.sg, producers) is not None):
+            yield s.finding("masked_attention", "mask [.,1,S,S] broadcast-added onto a BATCH_MATMUL result: "
+                                                "miscomputed by older phone runtimes", [a, b] + s.op.outputs)
+            return
+
+
+# the per-op rules, in the order their findings are listed for one op
+_RULES = (_by_type, _grouped_conv, _broadcast_to, _neg_inf_pad, _long_reduction, _identical_or_constant,
+          _output_aliasing, _masked_attention)
+
+
 def lint_for_mobile(model: str | os.PathLike | bytes | ModelInfo) -> list[LintFinding]:
-    """Every phone-risk pattern in the graph, in node order."""
+    """Every phone-risk pattern in the graph, in node order: each op through `_RULES`, then a rank > 4 tensor at
+    the op that produces it (once per tensor), then the folded constants."""
     info = model if isinstance(model, ModelInfo) else read_model_info(model)
     findings: list[LintFinding] = []
     high_rank_reported: set[tuple[int, int]] = set()
     for op in info.ops:
-        sg = op.subgraph
-        ins = [t for t in op.inputs if t >= 0]
-        producers = info.producers(sg)
-        consumers = info.consumers(sg)
-        name = op.op
-
-        if name == "TRANSPOSE_CONV":
-            findings.append(
-                _finding(
-                    info,
-                    op,
-                    "transpose_conv",
-                    "TRANSPOSE_CONV: phones' delegates lag the converter's op version and reject it",
-                    op.inputs + op.outputs,
-                )
-            )
-        if name == "RELU_0_TO_1":
-            findings.append(
-                _finding(
-                    info,
-                    op,
-                    "relu_0_to_1",
-                    "RELU_0_TO_1 is rejected by LiteRT >= 2.1.5 GPU delegates",
-                    ins + op.outputs,
-                )
-            )
-        if name in ("GATHER", "GATHER_ND"):
-            findings.append(_finding(info, op, "gather_nd", f"{name} does not run on the GPU", ins + op.outputs))
-        if name in ("SELECT", "SELECT_V2"):
-            findings.append(
-                _finding(
-                    info,
-                    op,
-                    "select",
-                    f"{name} is declined unless both branches have the output shape",
-                    ins + op.outputs,
-                )
-            )
-        if name in ("SPLIT", "SPLIT_V"):
-            findings.append(_finding(info, op, "split", f"{name} is rejected by the GPU delegate", ins + op.outputs))
-        if name == "CONV_2D" and len(ins) >= 2:
-            x_t, w_t = info.tensor(ins[0], sg), info.tensor(ins[1], sg)
-            if x_t.rank == 4 and w_t.rank == 4 and w_t.shape[3] and x_t.shape[3] != w_t.shape[3]:
-                groups = x_t.shape[3] // w_t.shape[3]
-                cig, cog = w_t.shape[3], w_t.shape[0] // max(groups, 1)
-                if groups > 1 and cig > 1 and (cig % 4 or cog % 4):
-                    findings.append(
-                        _finding(
-                            info,
-                            op,
-                            "grouped_conv",
-                            f"grouped CONV_2D ({groups} groups of "
-                            f"{cig} -> {cog} channels): GPUs compute it wrongly unless both are "
-                            "multiples of 4",
-                            ins + op.outputs,
-                        )
-                    )
-        if name == "REVERSE_V2":
-            findings.append(
-                _finding(
-                    info,
-                    op,
-                    "reverse_v2",
-                    "REVERSE_V2 (torch.flip) compiles on GPUs that then compute it wrongly",
-                    ins + op.outputs,
-                )
-            )
-        if name == "CAST":
-            findings.append(
-                _finding(info, op, "cast", "CAST (typically an int/bool mask) lands on the CPU", ins + op.outputs)
-            )
-        if name in _FFT_OPS or name.startswith("CUSTOM:") and "FFT" in name.upper():
-            findings.append(
-                _finding(info, op, "fft", f"{name}: FFT / complex ops have no GPU kernel", ins + op.outputs)
-            )
-        if name == "BROADCAST_TO":
-            runtime = ins and not _is_const(info, ins[0], sg)
-            findings.append(
-                _finding(
-                    info,
-                    op,
-                    "broadcast_to",
-                    "runtime BROADCAST_TO is rejected by phone GPU delegates even at rank 4"
-                    if runtime
-                    else "BROADCAST_TO of a constant that did not fold",
-                    ins + op.outputs,
-                )
-            )
-        if name == "PADV2" and len(ins) >= 3:
-            value = info.constant_value(ins[2], sg)
-            if (
-                value is not None
-                and value.size == 1
-                and np.issubdtype(value.dtype, np.floating)
-                and (not np.isfinite(value).all() or float(value.ravel()[0]) <= -1e30)
-            ):
-                findings.append(
-                    _finding(
-                        info,
-                        op,
-                        "maxpool_neg_inf_pad",
-                        "PADV2 with -inf (MaxPool padding) is declined or miscomputed on phones",
-                        ins + op.outputs,
-                    )
-                )
-
-        if name in ("MEAN", "SUM") and len(ins) >= 2:
-            count = _reduced_count(info, ins[0], ins[1], sg)
-            if count is not None and count >= LONG_REDUCTION:
-                findings.append(
-                    _finding(
-                        info,
-                        op,
-                        "long_reduction",
-                        f"{name} reduces {count} elements per output: an fp16 accumulator overflows or stalls",
-                        ins + op.outputs,
-                    )
-                )
-
-        # identical inputs / all-constant inputs (LiteRT#9192)
-        if name not in _SHAPE_OPERAND_OPS and len(ins) >= 2:
-            if len(set(ins)) < len(ins):
-                findings.append(
-                    _finding(
-                        info,
-                        op,
-                        "identical_or_constant_inputs",
-                        f"{name} takes the same tensor twice ('identical inputs' on phones)",
-                        ins,
-                    )
-                )
-            elif all(_is_const(info, t, sg) for t in ins):
-                findings.append(
-                    _finding(
-                        info,
-                        op,
-                        "identical_or_constant_inputs",
-                        f"{name} has only constant inputs ('Expected 1 const input tensor(s)')",
-                        ins,
-                    )
-                )
-
-        # output aliasing (LiteRT#8599): ADD of two runtime tensors, output is a graph output and consumed
-        if name == "ADD" and len(ins) == 2 and op.outputs and not any(_is_const(info, t, sg) for t in ins):
-            out = op.outputs[0]
-            if out in info.graph_outputs[sg] and consumers.get(out):
-                findings.append(
-                    _finding(
-                        info,
-                        op,
-                        "output_aliasing",
-                        "ADD of two runtime tensors is a graph output and also consumed: phones may "
-                        "return an operand instead of the sum",
-                        ins + op.outputs,
-                    )
-                )
-
-        # masked attention: ADD(BATCH_MATMUL result, mask with a size-1 head axis); the scores may pass
-        # through the RESHAPE / TRANSPOSE (and scalar scaling) litert-torch puts between the two
-        if name == "ADD" and len(ins) == 2 and op.outputs:
-            out_t = info.tensor(op.outputs[0], sg)
-            for a, b in ((ins[0], ins[1]), (ins[1], ins[0])):
-                ta, tb = info.tensor(a, sg), info.tensor(b, sg)
-                if (
-                    tb.rank == 4
-                    and tb.shape[1] == 1
-                    and out_t.rank == 4
-                    and out_t.shape[1] > 1
-                    and ta.rank >= 3
-                    and scores_source(info, a, sg, producers) is not None
-                ):
-                    findings.append(
-                        _finding(
-                            info,
-                            op,
-                            "masked_attention",
-                            "mask [.,1,S,S] broadcast-added onto a BATCH_MATMUL result: miscomputed by "
-                            "older phone runtimes",
-                            [a, b] + op.outputs,
-                        )
-                    )
-                    break
-
-        # rank > 4, reported once per tensor at the op that produces it
+        site = _Site(info, op)
+        for rule in _RULES:
+            findings.extend(rule(site))
         for t in (t for t in op.outputs if t >= 0):
-            if info.tensor(t, sg).rank > 4 and (sg, t) not in high_rank_reported:
-                high_rank_reported.add((sg, t))
-                findings.append(
-                    _finding(
-                        info,
-                        op,
-                        "rank_gt_4",
-                        f"{name} produces a rank-{info.tensor(t, sg).rank} tensor; GPUs handle rank <= 4",
-                        ins + [t],
-                    )
-                )
-
+            rank = site.tensor(t).rank
+            if rank > 4 and (site.sg, t) not in high_rank_reported:
+                high_rank_reported.add((site.sg, t))
+                findings.append(site.finding("rank_gt_4", f"{op.op} produces a rank-{rank} tensor; GPUs handle "
+                                                          "rank <= 4", site.ins + [t]))
     findings += _folded_constants(info)
     return findings
 

@@ -160,7 +160,7 @@ def _mha_supported(kw: dict) -> bool:
         kw.get("static_v") is None and not kw.get("is_causal")
 
 
-def multi_head_attention(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias, bias_k,
+def multi_head_attention(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias, bias_k,  # noqa: PLR0913 - F.multi_head_attention_forward's signature
                          bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias, training=True,
                          key_padding_mask=None, need_weights=True, attn_mask=None,
                          use_separate_proj_weight=False, q_proj_weight=None, k_proj_weight=None,

@@ -70,7 +70,7 @@ def _args(n_fft, hop_length, win_length):
     return n_fft, hop, win
 
 
-def stft_split(x, n_fft, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",
+def stft_split(x, n_fft, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",  # noqa: PLR0913 - torch.stft's
                normalized=False, onesided=None, return_complex=None, align_to_window=None):
     """torch.stft as a conv1d: SplitComplex [.., F, frames] (return_complex) or real [.., F, frames, 2]."""
     if not isinstance(x, torch.Tensor) or x.dim() not in (1, 2) or not x.is_floating_point() or \

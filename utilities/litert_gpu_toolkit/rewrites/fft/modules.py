@@ -199,7 +199,7 @@ class LogMel(nn.Module):
     clamp. `prescale` computes the spectrum on x / prescale and adds power * log(prescale) after the
     log (exact; moves the fp16 overflow point of the power spectrum up by prescale)."""
 
-    def __init__(self, sample_rate: int, n_fft: int, hop_length: int | None = None, win_length: int | None = None,
+    def __init__(self, sample_rate: int, n_fft: int, hop_length: int | None = None, win_length: int | None = None,  # noqa: PLR0913 - torchaudio's mel options
                  window="hann", n_mels: int = 80, f_min: float = 0.0, f_max: float | None = None,
                  power: float = 2.0, mel_scale: str = "htk", norm: str | None = None, center: bool = True,
                  pad_mode: str = "reflect", clamp_min: float = 1e-10, log: str = "ln", prescale: float = 1.0,

@@ -170,6 +170,12 @@ def _carry(graph, node, folded, reshape) -> None:
         return
     if x not in folded or any(a in folded for a in node.all_input_nodes if a is not x):
         raise NotFoldable(f"{target} on a folded value")
+    _carry_axes(node, target, args, x)
+
+
+def _carry_axes(node, target, args, x) -> None:
+    """An op of one folded operand that names axes (reductions, slices, transposes, permutes): its axes counted
+    in the folded value (the last two axes, merged into one, may only be reduced or left in place together)."""
     if target in _REDUCTIONS or target is _aten.adaptive_avg_pool3d.default:
         if target is _aten.adaptive_avg_pool3d.default:
             if [int(s) for s in args[1]] != [1, 1, 1]:
