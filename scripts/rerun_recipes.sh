@@ -29,6 +29,17 @@ all_minilm_l6_v2() {
   step export_encoder.py --fp16-weights all
   verify verify_encoder.py --model artifacts/encoder_fp16w_all.tflite
 }
+fcpe() {
+  step export_pitch.py
+  step dump_pitch_ref.py
+  for d in "${DEVICES[@]}" host-native; do verify verify_pitch.py --device "$d"; done
+}
+openwakeword() {
+  step export_oww.py
+  step dump_oww_ref.py
+  for d in "${DEVICES[@]}" host-native; do verify verify_oww.py --device "$d"; done
+  verify verify_oww.py --fp32-graphs mel
+}
 mtcnn() {
   step export_mtcnn.py
   step dump_mtcnn_ref.py
@@ -62,7 +73,7 @@ smollm2_135m() {
   verify verify_llm.py --device host-gpu-fp32 --prompts 3
 }
 
-ALL=(mobilenet_v2 silero_vad mtcnn realesrgan_animevideov3 all_minilm_l6_v2 smollm2_135m hifigan)
+ALL=(mobilenet_v2 silero_vad mtcnn realesrgan_animevideov3 all_minilm_l6_v2 smollm2_135m hifigan fcpe openwakeword)
 [ "$#" -gt 0 ] || set -- "${ALL[@]}"
 for name in "$@"; do
   dir=$(ls -d "$ROOT"/models/*/"$name"/converted 2>/dev/null | head -1 || true)
