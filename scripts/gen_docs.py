@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -130,8 +131,6 @@ def top_table(recipes: list[tuple[Path, dict]]) -> str:
 
 def _ops(residency: str) -> str:
     """'N/M ops' summed over a record's graphs (a pipeline's residency line names each of its graphs)."""
-    import re
-
     pairs = [(int(a), int(b)) for a, b in re.findall(r"(\d+)/(\d+) ops", residency)]
     return f"{sum(a for a, _ in pairs)}/{sum(b for _, b in pairs)} ops" if pairs else residency or "-"
 

@@ -18,14 +18,6 @@ from ..rewrites.registry import check_names
 DEFAULT_BUDGET_S = 300.0          # seconds a wrong-numbers file may spend in bisect + repair
 
 
-def _names(value, what: str) -> tuple[str, ...] | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        raise ValueError(f"{what} must be a list of rewrite names, not the string {value!r}")
-    return tuple(value)
-
-
 @dataclass(frozen=True)
 class ConvertOptions:
     """How `convert_for_gpu` rewrites, converts, checks and repairs.
@@ -60,9 +52,9 @@ class ConvertOptions:
 
     def __post_init__(self):
         for what in ("include", "only", "exclude"):
-            names = _names(getattr(self, what), what)
-            check_names(names, what)
-            object.__setattr__(self, what, names)
+            names = getattr(self, what)
+            check_names(names, what)           # also refuses a bare string where a list belongs
+            object.__setattr__(self, what, None if names is None else tuple(names))
         if not isinstance(self.max_tries, int) or isinstance(self.max_tries, bool) or self.max_tries < 1:
             raise ValueError(f"max_tries must be a positive integer, not {self.max_tries!r}")
         if self.diagnose_budget_s is not None and float(self.diagnose_budget_s) < 0:
