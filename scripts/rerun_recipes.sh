@@ -64,6 +64,28 @@ hifigan() {
   step dump_vocoder_ref.py
   for d in "${DEVICES[@]}"; do verify verify_vocoder.py --device "$d"; done
 }
+ppocr_det() {
+  step export_det.py
+  step dump_det_ref.py
+  for d in host-gpu cpu; do verify verify_det.py --device "$d"; done
+  local small=(--height 320 --width 480) plan=artifacts/det_320x480_fp32-p2o_Relu_10
+  step export_det.py "${small[@]}"
+  step dump_det_ref.py "${small[@]}"
+  for d in "${DEVICES[@]}" host-native; do verify verify_det.py "${small[@]}" --device "$d"; done
+  step export_det.py "${small[@]}" --fp32-until p2o/Relu/10
+  for d in host-gpu host-native; do verify verify_det.py "${small[@]}" --plan "$plan/plan.json" --device "$d"; done
+}
+xfeat() {
+  step export_extractor.py
+  step dump_extractor_ref.py
+  for d in "${DEVICES[@]}" host-native; do verify verify_extractor.py --device "$d"; done
+  step export_matcher.py --fp32-from 2
+  step export_matcher.py --plain-attention
+  step dump_matcher_ref.py
+  for d in "${DEVICES[@]}"; do verify verify_matcher.py --device "$d"; done
+  verify verify_matcher.py --device host-gpu --fp32-from 2
+  verify verify_matcher.py --device host-gpu --model artifacts/matcher_n512_plain.tflite
+}
 smollm2_135m() {
   step export_llm.py --graph prefill
   step export_llm.py --graph decode
@@ -73,7 +95,8 @@ smollm2_135m() {
   verify verify_llm.py --device host-gpu-fp32 --prompts 3
 }
 
-ALL=(mobilenet_v2 silero_vad mtcnn realesrgan_animevideov3 all_minilm_l6_v2 smollm2_135m hifigan fcpe openwakeword)
+ALL=(mobilenet_v2 silero_vad mtcnn realesrgan_animevideov3 all_minilm_l6_v2 smollm2_135m hifigan fcpe openwakeword
+     ppocr_det xfeat)
 [ "$#" -gt 0 ] || set -- "${ALL[@]}"
 for name in "$@"; do
   dir=$(ls -d "$ROOT"/models/*/"$name"/converted 2>/dev/null | head -1 || true)

@@ -1,6 +1,7 @@
 """The SmolLM2-135M recipe end to end, as a user runs it, at full size (30 blocks, real weights).
 
-export_llm --graph prefill, export_llm --graph decode, dump_llm_ref and verify_llm as subprocesses on the GPU
+export_llm --graph prefill, export_llm --graph decode (through convert_for_gpu), dump_llm_ref and verify_llm
+as subprocesses on the GPU
 accelerator (the software GPU in CI), in a temp folder (the committed results.json is not touched). CI's subset: the
 first prompt, prefill + 4 decode steps (the full 10 prompts x 32 steps is one command in the README).
 """
@@ -31,8 +32,8 @@ def recipe(gpu, tmp_path_factory):
     prefill, decode, ref = tmp / "prefill.tflite", tmp / "decode.tflite", tmp / "llm_ref.npz"
     steps = {}
     for name, script, args in (
-            ("export_prefill", "export_llm.py", ["--graph", "prefill", "--model", prefill]),
-            ("export_decode", "export_llm.py", ["--graph", "decode", "--model", decode]),
+            ("export_prefill", "export_llm.py", ["--graph", "prefill", "--model", tmp]),
+            ("export_decode", "export_llm.py", ["--graph", "decode", "--model", tmp]),
             ("dump", "dump_llm_ref.py", ["--ref", ref, "--prompts", PROMPTS, "--steps", STEPS]),
             ("verify", "verify_llm.py", ["--prefill", prefill, "--decode", decode, "--ref", ref,
                                          "--results-dir", tmp])):

@@ -1,6 +1,6 @@
-"""SmolLM2's `.litertlm` bundle end to end on LiteRT-LM's CPU backend, with export_litertlm.py --tiny's random
-2-block model (SmolLM2's tokenizer, vocabulary, head layout and rotary base; random weights) so it converts in
-about a minute: export + pack, dump_llm_ref.py --tiny (torch greedy), run_litertlm.py --backend cpu (and, where a
+"""SmolLM2's `.litertlm` bundle end to end on LiteRT-LM's CPU backend, with export_llm.py --format litertlm --tiny's
+random 2-block model (SmolLM2's tokenizer, vocabulary, head layout and rotary base; random weights) so it converts
+in about a minute: export + pack, dump_llm_ref.py --tiny (torch greedy), run_litertlm.py --backend cpu (and, where a
 GPU is usable, --backend gpu). LiteRT-LM's greedy tokens must equal torch's for every prompt. The full-size bundle is
 the README's commands. The tests that use the converted model are marked slow (the conversion takes about 1.5
 minutes): they run in CI's GPU and slow lane, not the fast one.
@@ -27,13 +27,13 @@ def test_litert_lm_packages_are_installed():
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("smollm2_litertlm")
-    bundle, ref = tmp / "tiny.litertlm", tmp / "tiny_ref.npz"
+    bundle, ref = tmp / "smollm2_135m.litertlm", tmp / "tiny_ref.npz"
     env = dict(os.environ, LITERT_RESULTS_DIR=str(tmp))
     procs = {}
-    for name, script, args in (("export", "export_litertlm.py", ["--tiny", "--model", bundle]),
+    for name, script, args in (("export", "export_llm.py", ["--format", "litertlm", "--tiny", "--model", tmp]),
                                ("dump", "dump_llm_ref.py", ["--tiny", "--ref", ref, "--prompts", PROMPTS,
                                                             "--steps", STEPS]),
-                               ("run", "run_litertlm.py", ["--model", bundle, "--ref", ref, "--backend", "cpu",
+                               ("run", "run_litertlm.py", ["--model", tmp, "--ref", ref, "--backend", "cpu",
                                                            "--results-dir", tmp])):
         proc = script_runner.run_script(RECIPE / script, *args, cwd=tmp, env=env, timeout=600, check=False)
         procs[name] = proc
@@ -62,7 +62,7 @@ def test_bundle_layout(tiny):
     from litert_gpu_toolkit.core.model_info import read_model_info
 
     assert tiny["bundle"].read_bytes()[:8] == b"LITERTLM"
-    embedder = read_model_info(tiny["bundle"].with_name("tiny_embedder.tflite")).signatures
+    embedder = read_model_info(tiny["bundle"].with_name("smollm2_135m_embedder.tflite")).signatures
     assert len(embedder) == 1 and [t.shape for t in embedder[0].outputs.values()] == [(1, 1, 576)]
     sigs = {s.key: s for s in read_model_info(tiny["bundle"].with_suffix(".tflite")).signatures}
     assert set(sigs) == {"prefill_64", "decode"}
@@ -87,7 +87,7 @@ def test_cpu_backend_greedy_equals_torch(tiny):
 
 def test_gpu_backend_greedy_equals_torch(tiny, gpu):
     """The same bundle on LiteRT-LM's GPU backend (llvmpipe here), default fp16 activations."""
-    proc = script_runner.run_script(RECIPE / "run_litertlm.py", "--model", tiny["bundle"],
+    proc = script_runner.run_script(RECIPE / "run_litertlm.py", "--model", tiny["tmp"],
                                     "--ref", tiny["tmp"] / "tiny_ref.npz", "--backend", "gpu",
                                     "--results-dir", tiny["tmp"], cwd=tiny["tmp"], timeout=600, check=False,
                                     env=dict(os.environ, LITERT_RESULTS_DIR=str(tiny["tmp"])))

@@ -24,14 +24,27 @@ FP32_DEVICE = {"host-gpu": "host-gpu-fp32", "host-gpu-fp32": "host-gpu-fp32",
                "host-native": "host-native-fp32", "host-native-fp32": "host-native-fp32"}
 
 
-def export_plan(model, example_inputs, folder: Path, args, *, cut: str, fp32_part: int = 0):
+def export_plan(model, example_inputs, folder: Path, args, *, cut: str, fp32_part: int = 0, options=None):
     """Cut `model` after module `cut` into two graphs in `folder` (part0.tflite, part1.tflite), part `fp32_part`
     marked fp32, with provenance (from the export script's `args`) and plan.json. Returns the PrecisionPlan.
+    The front door's rewrites (`options`: a ConvertOptions, the defaults when None) are applied to `model` in
+    place first, so both parts carry what `convert_for_gpu` would have given the whole graph.
     Raises precision_plan.CutError when `cut` names no module or the pieces do not reproduce the model."""
-    from ..convert.precision_plan import plan_precision
+    from ..convert.precision_plan import CutError, plan_precision
+    from ..convert.rewrite import rewrite_for_gpu
     from .scripts import finish_export
 
     start = time.perf_counter()
+    try:
+        model.get_submodule(cut)
+    except AttributeError:       # before rewriting: a patch may rename what it replaces
+        raise CutError(f"no module {cut!r} in the model") from None
+    runnable, changes = rewrite_for_gpu(model, example_inputs, options)
+    for change in changes:
+        print(f"  rewrite ({'exact' if change.exact else 'approximate'}): {change.path}: {change.what}")
+    if runnable is not model:
+        cut = f"model.{cut}"     # the wrapper holds the network as .model
+    model = runnable
     plan = plan_precision(model, tuple(example_inputs), cuts=[cut], fp32=[fp32_part], out_dir=folder,
                           export_whole=False)
     print(f"converted in {time.perf_counter() - start:.0f} s: " + ", ".join(

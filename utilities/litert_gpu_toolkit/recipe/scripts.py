@@ -114,11 +114,14 @@ def finish_export(path: Path, args=None, *, graph: str | None = None, extra: dic
 
 
 def export_graph(model, example_inputs, path: Path, args=None, *, graph: str | None = None, options=None,
-                 walls: tuple[str, ...] = (), extra: dict | None = None) -> int:
+                 walls: tuple[str, ...] = (), extra: dict | None = None, kwargs: dict | None = None,
+                 signatures: dict | None = None) -> int:
     """A recipe's export through the front door: `convert_for_gpu` (the rewrites it finds, the conversion, the
     strict GPU-only check against torch), its summary printed, the file's provenance written. Returns the exit
     status: 1 when nothing was converted or an op of `walls` is left in the file, else 0 -- the check's numerics
-    verdict is printed, not acted on: the recipe's verify, on real inputs with the task metric, is the judge."""
+    verdict is printed, not acted on: the recipe's verify, on real inputs with the task metric, is the judge.
+    `kwargs` (keyword inputs) and `signatures` ({name: example inputs}: one file, one signature each) go to
+    `convert_for_gpu` as they are."""
     from ..convert.options import ConvertOptions
     from ..convert.pipeline import convert_for_gpu
     from ..core.model_info import read_model_info
@@ -126,7 +129,7 @@ def export_graph(model, example_inputs, path: Path, args=None, *, graph: str | N
     options = options or ConvertOptions()
     if args is not None and getattr(args, "verbose", None):
         options = options.with_overrides(verbose=True)
-    result = convert_for_gpu(model, example_inputs, path, options)
+    result = convert_for_gpu(model, example_inputs, path, options, kwargs=kwargs, signatures=signatures)
     print(result.summary())
     if result.path is None:
         return 1

@@ -10,12 +10,13 @@ Weights: the wheel's reference tensors (silero_vad.jit); the wheel's silero_vad_
 weight set, and this script prints by how much. Before converting, the graph's torch form is streamed over a
 synthetic test signal next to the TorchScript model and must agree to fp32 rounding (--tolerance).
 
-Rewrites (see ../README.md): reflect padding without GATHER_ND (--pad), the encoder referenced to its response to
-silence (fp16 accuracy), explicit LSTM gates, alias-safe state outputs (toolkit `alias_safe_output`: state * one).
-The converted file is then checked statically: no GATHER_ND or SPLIT, and no ADD that is both a graph output and
-consumed further on (toolkit `find_aliased_outputs`).
+The step is re-authored for streaming (vad_net.GpuStep: explicit LSTM gates, the encoder referenced to its
+response to silence for fp16 accuracy, state outputs emitted as `state * one`, see ../README.md) and handed to the
+toolkit's front door, `convert_for_gpu`, which applies whatever default rewrite it finds and checks the file
+strictly GPU-only. The converted file is then checked statically: no GATHER_ND or SPLIT, and no ADD that is both a
+graph output and consumed further on (toolkit `find_aliased_outputs`).
   --pad exchange  (default) slice + exchange-matrix matmul + concatenation: 3 ops (vad_net.ReflectPadRight)
-  --pad slices    the toolkit's patch_reflect_pad through GpuRewriteWrapper: 64 one-sample slices + concatenation
+  --pad slices    nn.ReflectionPad1d left in, for the front door's patch_reflect_pad: 64 one-sample slices + concat
   --plain         convert the network as defined (nn.ReflectionPad1d, nn.LSTMCell; inputs audio, h, c): the walls
   --no-centre     all GPU rewrites except the silence referencing, to see its effect on fp16 accuracy
 
@@ -29,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from litert_gpu_toolkit.recipe import add_model_argument, add_weights_argument, finish_export, script_parser
+from litert_gpu_toolkit.recipe import add_model_argument, add_weights_argument, script_parser
 
 HERE = Path(__file__).resolve().parent
 
@@ -63,9 +64,9 @@ def main() -> int:
     from vad_net import (CHUNK, CONTEXT, HIDDEN, SAMPLE_RATE, GpuStep, ReflectPadRight, load_net, load_reference,
                          reference_state_dict, safetensors_state_dict, stream_net, stream_reference)
 
-    from litert_gpu_toolkit.lowering.export import export_tflite
+    from litert_gpu_toolkit import ConvertOptions
     from litert_gpu_toolkit.core.model_info import read_model_info
-    from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
+    from litert_gpu_toolkit.recipe import export_graph
     from litert_gpu_toolkit.rewrites.output_aliasing import find_aliased_outputs, outputs_guarded_by_runtime_one
 
     suffix = "_plain" if args.plain else "_uncentred" if args.no_centre else "_slicepad" if args.pad == "slices" else ""
@@ -89,9 +90,10 @@ def main() -> int:
     if args.plain:
         module, extra = net, ()
     elif args.pad == "slices":
-        module = GpuRewriteWrapper(GpuStep(net, centre=not args.no_centre), include=["patch_reflect_pad"]).eval()
-        extra = (torch.ones(1),)
+        module, extra = GpuStep(net, centre=not args.no_centre).eval(), (torch.ones(1),)
     else:
+        # by hand: the toolkit's patch_reflect_pad (what --pad slices gets) is one slice per padded sample, 64
+        # here; a right-only reflection of a fixed length is also an exchange-matrix product, 3 ops
         net.pad = ReflectPadRight(CONTEXT)
         module, extra = GpuStep(net, centre=not args.no_centre).eval(), (torch.ones(1),)
 
@@ -99,26 +101,28 @@ def main() -> int:
     expected = stream_reference(ref, audio)
     got = stream_net(module, audio, *extra)[0]
     diff = float(np.abs(got - expected).max())
-    for change in getattr(module, "changes", []):
-        print(f"rewrite applied: {change.path} ({change.rewrite})")
     print(f"graph in torch fp32 vs TorchScript, {len(expected)} chunks of a test signal: max |dprob| = {diff:.3g}")
     if diff > args.tolerance:
         print(f"FAIL: the graph to convert differs from the reference by {diff:.3g} > {args.tolerance:g}")
         return 1
 
-    sample = {"audio": torch.zeros(1, 576), "h": torch.zeros(1, HIDDEN), "c": torch.zeros(1, HIDDEN)}
+    # the check's inputs: a chunk of the test signal and a state from streaming it (zeros make a constant graph)
+    sample = {"audio": torch.from_numpy(audio[8 * CHUNK - CONTEXT: 9 * CHUNK])[None],
+              "h": torch.full((1, HIDDEN), 0.1), "c": torch.full((1, HIDDEN), -0.1)}
     if not args.plain:
         sample["one"] = torch.ones(1)
     start = time.perf_counter()
-    export_tflite(module, (), out, kwargs=sample)
+    # --plain converts without rewrites (to show the walls); verify judges the numbers on the test signal
+    options = ConvertOptions(patches=not args.plain, fallback=not args.plain, diagnose_budget_s=0)
+    if export_graph(module, (), out, args, graph=out.stem, options=options, kwargs=sample):
+        return 1
     info = read_model_info(out)
     sig = info.signatures[0]
-    print(f"converted in {time.perf_counter() - start:.1f} s")
+    print(f"exported in {time.perf_counter() - start:.1f} s")
     print(
         f"inputs {', '.join(f'{n} {list(t.shape)}' for n, t in sig.inputs.items())}; "
         f"outputs {', '.join(f'{n} {list(t.shape)}' for n, t in sig.outputs.items())}"
     )
-    print("ops:", dict(sorted(info.op_histogram().items())))
     aliased = find_aliased_outputs(info)
     for a in aliased:
         print(
@@ -130,7 +134,6 @@ def main() -> int:
         "outputs emitted as x * one: "
         + ", ".join(f"{n.removeprefix(sig.key + '_').split('_output')[0]} {g}" for n, g in guarded.items())
     )
-    finish_export(out, args, graph=out.stem)
     walls = [op for op in ("GATHER_ND", "SPLIT") if info.has_op(op)]
     if not args.plain and (aliased or walls):
         print(f"FAIL: the GPU step still has {', '.join(walls + ['an aliased ADD output'] * bool(aliased))}")

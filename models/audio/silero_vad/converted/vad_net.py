@@ -176,8 +176,8 @@ class SilenceReferencedFeatures(nn.Module):
 class GpuStep(nn.Module):
     """The graph that is converted: audio [1, 576], h, c [1, 128], one [1] -> {prob, h_next, c_next}.
 
-    - reflect padding without GATHER_ND: set net.pad = ReflectPadRight(CONTEXT), or run the step inside the
-      toolkit's GpuRewriteWrapper(include=["patch_reflect_pad"]) (slices + concatenation);
+    - reflect padding without GATHER_ND: set net.pad = ReflectPadRight(CONTEXT), or leave nn.ReflectionPad1d to
+      `convert_for_gpu`, whose default patch_reflect_pad makes it slices + concatenation;
     - silence-referenced encoder (above) unless centre=False;
     - the LSTM cell written as its two gate matmuls, with the silence feature folded into the gate bias in fp32
       (the converter lowers nn.LSTMCell to the same FULLY_CONNECTED/LOGISTIC/TANH ops, which the GPU takes; it is

@@ -12,8 +12,9 @@ every op lands on the GPU and stays exact in fp32:
   [1, 9, q, k], so the ADD onto the BATCH_MATMUL scores has equal shapes (spec: masked attention).
 * GQA: `repeat_kv_cat` from the toolkit (per-head concatenation) instead of HF's repeat_kv, whose
   runtime BROADCAST_TO on a rank-5 tensor the GPU rejects. Same head order, bit-exact.
-* RMSNorm: `patch_rmsnorm` from the toolkit. The residual stream of this model reaches ~22 500
-  (blocks 12-28), so x*x passes fp16's 65504 in the stock norm; the down-scaled norm never does.
+* RMSNorm: left as HF wrote it here; `convert_for_gpu` finds it and applies `patch_rmsnorm` (a default
+  rewrite). The residual stream of this model reaches ~22 500 (blocks 12-28), so x*x passes fp16's 65504 in
+  the stock norm; the down-scaled norm never does.
 * KV cache (decode): fixed capacity, one K and one V tensor per block as inputs and outputs,
   [1, 3, capacity, 64]. The new row is written arithmetically, cache * (1 - w) + kv * w with a
   one-hot `write` [1, 1, capacity, 1] -- no scatter, no SELECT. The updated cache is both an output
@@ -23,8 +24,7 @@ every op lands on the GPU and stays exact in fp32:
   state is picked with a matmul (no gather); its caches are the S rows padded to the capacity.
 
 `plain=True` keeps HF's own idioms (expand-based repeat_kv, a [1, 1, q, k] mask broadcast over the
-heads, the stock RMSNorm) to reproduce what the plain conversion hits (README.md); `stock_norm=True`
-keeps only HF's RMSNorm (every other rewrite applied), to show what fp16 does to it.
+heads) to reproduce what the plain conversion hits (README.md, with the front door's rewrites off).
 """
 from __future__ import annotations
 
@@ -39,7 +39,6 @@ import torch.nn.functional as F
 
 from litert_gpu_toolkit.rewrites.broadcast_to import repeat_kv_cat
 from litert_gpu_toolkit.rewrites.fp16_overflow import MASK_FILL
-from litert_gpu_toolkit.rewrites.fp16_silent_zero import patch_rmsnorm
 from litert_gpu_toolkit.rewrites.output_aliasing import alias_safe_output
 from litert_gpu_toolkit.core import weights
 
@@ -170,7 +169,7 @@ class Block(nn.Module):
 class Decoder(nn.Module):
     """The blocks, final norm and lm_head of an HF Llama model (shared weights). `plain`: see module doc."""
 
-    def __init__(self, lm, plain: bool = False, stock_norm: bool = False):
+    def __init__(self, lm, plain: bool = False):
         super().__init__()
         config = lm.config
         self.config = config
@@ -178,7 +177,6 @@ class Decoder(nn.Module):
         self.blocks = nn.ModuleList(Block(layer, config, plain) for layer in lm.model.layers)
         self.norm = lm.model.norm
         self.lm_head = lm.lm_head
-        self.changes = [] if plain or stock_norm else patch_rmsnorm(self)
 
     @property
     def n_layers(self) -> int:
@@ -230,7 +228,8 @@ class LitertLmStep(nn.Module):
     names), plus logits [1, S, V] if `logits`.
 
     S = 1 is the `decode` signature; S > 1 a `prefill_*` one (no logits: LiteRT-LM keeps a prompt's last token
-    and feeds it to decode). Everything the host built for the other graphs is computed in the graph from
+    and feeds it to decode). `logits=None` (default) decides by S, so that one module traced at both shapes gives
+    both signatures of the file. Everything the host built for the other graphs is computed in the graph from
     input_pos[0] alone, because LiteRT-LM fills input_pos with 0 after the prompt's last token (padding):
       write one-hot  W[s, c] = 1 - min(|c - (p0 + s)|, 1)          (exact on integer-valued floats)
       mask           M[s, c] = -1e4 where c > p0 + s, else 0          (causal over the whole cache)
@@ -239,7 +238,7 @@ class LitertLmStep(nn.Module):
     LiteRT-LM's own models. The caches are returned as `cache * one` with `one` = min(p0 + 1, 1) (= 1.0,
     computed at run time so the converter cannot fold it: see `alias_safe_output`)."""
 
-    def __init__(self, decoder: Decoder, capacity: int = CAPACITY, logits: bool = True):
+    def __init__(self, decoder: Decoder, capacity: int = CAPACITY, logits: bool | None = None):
         super().__init__()
         self.decoder, self.capacity, self.with_logits = decoder, capacity, logits
         dims = Dims.of(decoder.config)
@@ -271,7 +270,7 @@ class LitertLmStep(nn.Module):
         for i, block in enumerate(d.blocks):
             x, out[f"kv_cache_k_{i}"], out[f"kv_cache_v_{i}"] = block(
                 x, cos, sin, mask, columns, cache[f"kv_cache_k_{i}"], cache[f"kv_cache_v_{i}"], one, keep)
-        if self.with_logits:
+        if self.with_logits or (self.with_logits is None and steps == 1):   # S is static when traced
             return {"logits": d.lm_head(d.norm(x)), **out}
         return out
 

@@ -9,7 +9,7 @@ verify_llm.py can decode its tokens without loading the model.
 
     python dump_llm_ref.py                         # all prompts, 32 decode steps
     python dump_llm_ref.py --prompts 2 --steps 4   # the CI subset
-    python dump_llm_ref.py --tiny --ref /tmp/tiny_ref.npz   # export_litertlm.py --tiny's random model (tests)
+    python dump_llm_ref.py --tiny --ref /tmp/tiny_ref.npz   # export_llm.py --tiny's random model (tests)
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def main() -> int:
     p.add_argument("--prompts", type=int, default=None, metavar="N", help="only the first N prompts")
     p.add_argument("--steps", type=int, default=32, help="greedy decode steps after the prefill (default 32)")
     p.add_argument("--length", type=int, default=PREFILL_LEN, help="the prefill graph's length (prompts must fit)")
-    p.add_argument("--tiny", action="store_true", help="export_litertlm.py --tiny's random 2-block model")
+    p.add_argument("--tiny", action="store_true", help="export_llm.py --tiny's random 2-block model")
     args = p.parse_args()
     import decoder as D   # imports torch
     from tqdm import tqdm
@@ -61,7 +61,7 @@ def main() -> int:
     start = time.perf_counter()
 
     if args.tiny:
-        from export_litertlm import load
+        from bundle import load
 
         lm, tokenizer = load(args)
     else:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Run the `.litertlm` bundle (export_litertlm.py) with LiteRT-LM (PyPI litert-lm-api) and compare its greedy
-generations with torch's (dump_llm_ref.py), token for token; record the rows in results.json.
+"""Run the `.litertlm` bundle (export_llm.py --format litertlm) with LiteRT-LM (PyPI litert-lm-api) and compare its
+greedy generations with torch's (dump_llm_ref.py), token for token; record the rows in results.json.
 
 Per backend (`--backend cpu`, `gpu`, or both), in a child process each (a backend that aborts natively takes only
 its child with it; the failure and its log lines are recorded): an Engine on the bundle, then per prompt a Session
@@ -15,7 +15,7 @@ Not a verify_*.py: the recipe's verify script is verify_llm.py (one per recipe, 
 
     python run_litertlm.py                            # CPU then GPU backend, every prompt of the dump
     python run_litertlm.py --backend cpu --prompts 3
-    python run_litertlm.py --model /tmp/t.litertlm --ref /tmp/tiny_ref.npz --backend cpu   # the CI test's files
+    python run_litertlm.py --model /tmp/t --ref /tmp/tiny_ref.npz --backend cpu   # the CI test's files
 """
 from __future__ import annotations
 
@@ -70,6 +70,7 @@ def run_backend(args, backend: str, texts: list[str], max_tokens: int, capacity:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.json"
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", backend, "--model", str(args.model),
+               "--bundle", args.bundle,
                "--child-out", str(out), "--max-tokens", str(max_tokens), "--capacity", str(capacity),
                "--texts", str(Path(tmp) / "texts.json")]
         if args.activations and backend == "gpu":
@@ -114,8 +115,11 @@ def compare(tokenizer, ref_tokens: list[int], ref_logits: np.ndarray, pieces: li
 
 def main() -> int:
     p = script_parser(__doc__)
-    p.add_argument("--model", type=Path, default=HERE / "artifacts" / "smollm2_135m.litertlm", metavar="LITERTLM",
-                   help="the bundle (default: artifacts/smollm2_135m.litertlm, from export_litertlm.py)")
+    p.add_argument("--model", type=Path, default=HERE / "artifacts", metavar="DIR",
+                   help="the artifacts folder export_llm.py --format litertlm wrote (default: artifacts)")
+    p.add_argument("--bundle", default="smollm2_135m.litertlm", metavar="NAME",
+                   help="the bundle's file name in DIR (default smollm2_135m.litertlm; export_llm.py names the "
+                        "variants smollm2_135m[_fp16w][_tokens].litertlm)")
     add_ref_argument(p, HERE / "artifacts" / "llm_ref.npz", writes=False)
     add_results_dir_argument(p, HERE)
     p.add_argument("--backend", choices=("cpu", "gpu", "all"), default="all", help="LiteRT-LM backend (default all)")
@@ -130,18 +134,19 @@ def main() -> int:
     p.add_argument("--max-tokens", type=int, default=33, help="(internal) tokens per prompt")
     p.add_argument("--capacity", type=int, default=256, help="(internal) the bundle's max_num_tokens")
     args = p.parse_args()
+    bundle = args.model / args.bundle
     if args.child:
-        child(args.model, args.child, json.loads(args.texts.read_text()), args.max_tokens, args.capacity,
+        child(bundle, args.child, json.loads(args.texts.read_text()), args.max_tokens, args.capacity,
               args.child_out, args.activations)
         return 0
     try:
-        require_file(args.model, "export_litertlm.py")
+        require_file(bundle, "export_llm.py --format litertlm")
         ref = load_reference(args.ref, "dump_llm_ref.py")
     except ArtifactError as exc:   # one line, usage exit status
         print(f"run_litertlm.py: error: {exc}", file=sys.stderr)
         return 2
-    if args.model.read_bytes()[:8] != b"LITERTLM":
-        print(f"run_litertlm.py: error: {args.model} is not a .litertlm file", file=sys.stderr)
+    if bundle.read_bytes()[:8] != b"LITERTLM":
+        print(f"run_litertlm.py: error: {bundle} is not a .litertlm file", file=sys.stderr)
         return 2
 
     import decoder as D
@@ -157,7 +162,7 @@ def main() -> int:
     ids = [ref["ids"][i, :ref["lengths"][i]].tolist() for i in range(n)]
     texts = [tokenizer.decode(x) for x in ids]
     capacity = 256
-    tflite = args.model.with_suffix(".tflite")
+    tflite = bundle.with_suffix(".tflite")
     graphs = {"litertlm": tflite, "litertlm_embedder": tflite.with_name(tflite.stem + "_embedder.tflite")}
     provenance = {name: read_provenance(path) for name, path in graphs.items() if path.is_file()}
     backends = ["cpu", "gpu"] if args.backend == "all" else [args.backend]
@@ -199,7 +204,7 @@ def main() -> int:
         if not args.no_record:
             which = backend if backend == "cpu" or not args.activations else f"{backend}-{args.activations}"
             extra = {"device_label": LABELS[which], "per_prompt": rows, "provenance": provenance,
-                     "bundle_bytes": args.model.stat().st_size}
+                     "bundle_bytes": bundle.stat().st_size}
             if "error" in data:
                 extra["failure"] = {"error": data["error"], "log_tail": data.get("log_tail", [])}
             out = write_results(args.results_dir, graph="litertlm", device=f"litertlm-{which}", run=None,

@@ -11,7 +11,6 @@ import torch
 import torch.nn.functional as F
 
 from litert_gpu_toolkit.rewrites.fp16_overflow import MASK_FILL
-from litert_gpu_toolkit.rewrites.identical_or_constant_inputs import l2_normalize
 
 MASK_VALUE = -MASK_FILL  # finite in fp16 (HF's finfo(fp32).min becomes -inf there); exp(-1e4) is 0 in fp32 too
 
@@ -22,8 +21,9 @@ class SentenceEncoder(torch.nn.Module):
     rewrites=True: the additive mask is (1 - attention_mask) * -1e4 with shape [B, 1, 1, S], passed to
     BERT as a ready 4-D mask (HF uses a 4-D mask as given). Exact: every padded key gets weight
     exp(-1e4 + s) == 0 in fp32, as with HF's own mask. Removes GATHER_ND / SELECT_V2 / LOGICAL_AND.
-    The normalisation is the toolkit's l2_normalize (no MUL(x, x)); F.normalize up to fp32 summation order.
-    rewrites=False: BERT gets the integer mask and builds its own; F.normalize (the plain conversion).
+    rewrites=False: BERT gets the integer mask and builds its own (the plain conversion).
+    The normalisation is F.normalize either way: `convert_for_gpu` swaps in the toolkit's l2_normalize (no
+    MUL(x, x), which phone delegates decline) by itself.
     """
 
     def __init__(self, bert: torch.nn.Module, rewrites: bool = True):
@@ -36,8 +36,7 @@ class SentenceEncoder(torch.nn.Module):
         hidden = self.bert(input_ids=input_ids, attention_mask=bert_mask).last_hidden_state
         weights = mask.unsqueeze(-1)
         pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
-        normalize = l2_normalize if self.rewrites else F.normalize
-        return {"embedding": normalize(pooled, dim=1)}
+        return {"embedding": F.normalize(pooled, dim=1)}
 
 
 def load_encoder(model_dir: Path, rewrites: bool = True):

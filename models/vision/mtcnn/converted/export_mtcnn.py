@@ -5,8 +5,9 @@
   rnet.tflite  input Bx3x24x24 (fixed batch, default 128) -> (regression Bx4, probability Bx2)
   onet.tflite  input Bx3x48x48 (fixed batch, default 16)  -> (regression Bx4, landmarks Bx10, probability Bx2)
 
-Inputs are NCHW float32 pixels scaled to [-1, 1]. The graphs convert plainly and are GPU-clean as they are:
-no rewrite is applied (README.md lists what was checked: PReLU, ceil-mode max-pool, channel softmax).
+Inputs are NCHW float32 pixels scaled to [-1, 1]. Each network goes through the toolkit's front door,
+`convert_for_gpu`, which finds no rewrite to apply here (README.md lists what was checked: PReLU, ceil-mode
+max-pool, channel softmax) and checks each file strictly GPU-only against torch.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from litert_gpu_toolkit.recipe import add_weights_argument, finish_export, script_parser
+from litert_gpu_toolkit.recipe import add_weights_argument, script_parser
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "facenet-pytorch's pnet.pt, rnet.pt, onet.pt (the wheel's data/ folder); or a folder holding those"
@@ -37,34 +38,31 @@ def main() -> int:
     import torch
     from mtcnn import load_net, pnet_signature, pyramid_sizes
 
-    from litert_gpu_toolkit.core.model_info import read_model_info
-    from litert_gpu_toolkit.core.quiet import converter_output, quiet_import_litert_torch
+    from litert_gpu_toolkit import ConvertOptions
+    from litert_gpu_toolkit.recipe import export_graph
 
-    litert_torch = quiet_import_litert_torch()
+    def pixels(*shape):  # a fixed-seed image in [-1, 1]: the check's input (zeros make every activation constant)
+        return (torch.rand(*shape, generator=torch.Generator().manual_seed(0)) * 2 - 1,)
+
+    # numerics are judged by verify on real photos; the check's bisect budget is not spent here
+    options = ConvertOptions(diagnose_budget_s=0)
     args.model.mkdir(parents=True, exist_ok=True)
     manifest_path = args.model / "mtcnn_graphs.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     for name in ["pnet", "rnet", "onet"] if args.net == "all" else [args.net]:
         net, path, start = load_net(name, args.weights), args.model / f"{name}.tflite", time.perf_counter()
-        if name == "pnet":
+        if name == "pnet":  # one signature per pyramid level, all in one file
             sizes = pyramid_sizes(*args.image_size)
-            converter = None
-            for size in sizes:  # one signature per pyramid level, all in one file
-                sample = (torch.zeros(1, 3, *size),)
-                converter = (litert_torch.signature(pnet_signature(size), net, sample) if converter is None
-                             else converter.signature(pnet_signature(size), net, sample))
-            with converter_output(path.with_name(path.name + ".convert.log")):
-                converter.convert().export(str(path))
+            signatures = {pnet_signature(size): pixels(1, 3, *size) for size in sizes}
+            status = export_graph(net, None, path, args, graph=name, options=options, signatures=signatures)
             manifest[name] = {"image_size": args.image_size, "levels": [list(s) for s in sizes]}
         else:
             batch, side = (args.rnet_batch, 24) if name == "rnet" else (args.onet_batch, 48)
-            with converter_output(path.with_name(path.name + ".convert.log")):
-                litert_torch.convert(net, (torch.zeros(batch, 3, side, side),)).export(str(path))
+            status = export_graph(net, pixels(batch, 3, side, side), path, args, graph=name, options=options)
             manifest[name] = {"batch": batch, "size": side}
-        info = read_model_info(path)
-        print(f"{path.name}: {len(info.signatures)} signature(s) in {time.perf_counter() - start:.1f} s; ops:",
-              dict(sorted(info.op_histogram().items())))
-        finish_export(path, args, graph=name)
+        print(f"{path.name}: exported in {time.perf_counter() - start:.1f} s")
+        if status:
+            return status
     manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
     return 0
 

