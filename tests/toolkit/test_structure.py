@@ -19,7 +19,7 @@ PKG = ROOT / "utilities" / "litert_gpu_toolkit"
 LAYERS = [
     ("core",),                          # model reading, inputs, outputs, metrics, symptoms, files, quiet
     ("runtime", "lint", "rewrites"),    # LiteRT in a child process; static lint; torch-level rewrites
-    ("check", "lowering", "phone"),     # the checker; torch -> .tflite; the phone runner
+    ("check", "lowering", "phone", "legalize"),  # the checker; torch -> .tflite; the phone runner; the graph pass
     ("diagnose",),                      # bisect and its diagnosis
     ("convert",),                       # convert_for_gpu, repair, precision plans
     ("export", "recipe"),               # export --task; the recipe scripts' plumbing

@@ -13,6 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ..legalize import NAME as _LEGALIZE  # noqa: F401 - declares the graph pass's name among the rewrites
 from ..rewrites.registry import check_names
 
 DEFAULT_BUDGET_S = 300.0          # seconds a wrong-numbers file may spend in bisect + repair

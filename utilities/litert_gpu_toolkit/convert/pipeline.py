@@ -26,7 +26,9 @@ from ..rewrites.registry import PATCHES, Change, functional_selection, known_rew
 from ..rewrites.parametrized_weights import fold_parametrizations  # noqa: F401 - registers the fold
 from ..rewrites.rank_gt_4.fold_graph import NAME as FOLD, fold_inputs
 from ..rewrites.registry import selected as _selected
+from ..legalize import NAME as LEGALIZE
 from .options import ConvertOptions
+from .rewrite import legalize_inputs
 from .repair import diagnose_and_repair, diagnose_beaten
 from .sensitivity import input_share
 
@@ -298,6 +300,9 @@ class _Job:
         o = self.opts
         if exclude is not None and _selected(FOLD, set(o.include or ()), exclude, o.approximate, o.only):
             runnable, parsed = fold_inputs(runnable, parsed, changes, self.log, self.tried)   # rank 5 -> rank 4
+        if exclude is not None and _selected(LEGALIZE, set(o.include or ()), exclude, o.approximate, o.only):
+            self.tried.add(LEGALIZE)
+            runnable, parsed = legalize_inputs(runnable, parsed, changes, self.log)       # the GPU's op contract
         self.stage = "convert"
         litert_torch = quiet_import_litert_torch(self.opts.verbose)
         result = ConvertResult(path, changes)

@@ -24,3 +24,27 @@ def rewrite_for_gpu(model, example_inputs, options: ConvertOptions | None = None
     from ..rewrites.functional import GpuRewriteWrapper
 
     return GpuRewriteWrapper(model, include=names).eval(), changes
+
+
+def legalize_inputs(runnable, parsed: dict, changes: list, log: list) -> tuple[object, dict]:
+    """`convert_for_gpu`'s legalization step (one signature): the exported graph with the GPU's op contract met
+    (`legalize`), its change appended to `changes`; or `runnable` as it was, the reason in `log`. What the pass
+    leaves outside the contract is logged with its op and source line."""
+    from ..core.quiet import stage
+    from ..legalize import NAME, NotLegal, legalize
+
+    if len(parsed) != 1:
+        return runnable, parsed
+    (args, kwargs), = parsed.values()
+    try:
+        out = legalize(runnable, args, kwargs)
+    except NotLegal as e:
+        log.append(f"{NAME}: not applied ({e})"[:300])
+        stage(log[-1])
+        return runnable, parsed
+    log += [f"{NAME}: left {line}" for line in out.left]
+    if not out.changed:
+        return runnable, parsed
+    changes.append(Change("", out.describe(), NAME, True))
+    stage(f"{NAME}: {out.describe()}")
+    return out.module, parsed

@@ -1,0 +1,169 @@
+"""The graph pass (`litert_gpu_toolkit.legalize`): each rule exact in torch (bound stated per test), the op it
+targets gone from the graph, and -- on the GPU -- the most common BERT call (`input_ids` + a padded
+`attention_mask`, no `token_type_ids`) strict GPU-only through `convert_for_gpu`, at batch 1 and 2
+(software GPU: llvmpipe, ai-edge-litert 2.3.0)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from litert_gpu_toolkit import ConvertOptions, convert_for_gpu
+from litert_gpu_toolkit.core.model_info import read_model_info
+from litert_gpu_toolkit.legalize import NotLegal, legalize
+
+aten = torch.ops.aten
+
+
+def _targets(legal) -> set:
+    return {n.target for n in legal.module.graph.nodes if n.op == "call_function"}
+
+
+class BufferExpand(torch.nn.Module):
+    """HF's token-type path: a buffer expanded to the batch, looked up in an embedding table."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("ids", torch.zeros(1, 32, dtype=torch.long))
+        self.table = torch.nn.Embedding(2, 8)
+
+    def forward(self, x):                                   # x [B, S, 8]
+        ids = self.ids[:, : x.shape[1]].expand(x.shape[0], x.shape[1])
+        return x + self.table(ids)
+
+
+def test_constant_expand_and_lookup_are_folded_bit_exact():
+    m, x = BufferExpand().eval(), torch.randn(2, 16, 8)
+    legal = legalize(m, (x,))
+    assert aten.expand.default not in _targets(legal) and aten.embedding.default not in _targets(legal)
+    assert any("folded constant" in d for d in legal.done)
+    assert torch.equal(legal.module(x), m(x))              # bound: bit-exact (the same torch call on the same numbers)
+
+
+class RuntimeExpand(torch.nn.Module):
+    def forward(self, x, y):                                # x [B, 1, S], y [B, 5, S]: the expand feeds a concat
+        return torch.cat([x.expand(-1, 5, -1), y], dim=2) * 2
+
+
+def test_runtime_expands_become_concatenations_bit_exact():
+    m, x, y = RuntimeExpand().eval(), torch.randn(2, 1, 7), torch.randn(2, 5, 7)
+    legal = legalize(m, (x, y))
+    assert aten.expand.default not in _targets(legal) and aten.cat.default in _targets(legal)
+    assert torch.equal(legal.module(x, y), m(x, y))       # bound: bit-exact (copies of the same elements)
+
+
+class BoolMaskAttention(torch.nn.Module):
+    """A key-padding mask from an integer attention_mask, ANDed with a constant bool mask, as HF builds it."""
+
+    def __init__(self, s: int):
+        super().__init__()
+        self.register_buffer("keep", torch.ones(1, 1, s, 1, dtype=torch.bool))
+
+    def forward(self, q, k, v, attention_mask):
+        pad = attention_mask.to(torch.bool)[:, None, None, :]
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.keep & pad)
+
+
+def test_bool_attention_mask_becomes_an_additive_float_mask():
+    s = 6
+    m = BoolMaskAttention(s).eval()
+    q, k, v = (torch.randn(2, 3, s, 4) for _ in range(3))
+    mask = torch.ones(2, s, dtype=torch.long)
+    mask[1, 4:] = 0
+    legal = legalize(m, (q, k, v, mask))
+    bools = [n for n in legal.module.graph.nodes if n.op == "call_function"
+             and isinstance(n.meta.get("val"), torch.Tensor) and n.meta["val"].dtype == torch.bool
+             and any(u.target is aten.scaled_dot_product_attention.default for u in n.users)]
+    assert not bools, "the attention still reads a bool mask"
+    # bound: a masked key's weight is exp(-1e4 + ...) = 0 in fp32, as with the bool mask: equal to fp32 rounding
+    torch.testing.assert_close(legal.module(q, k, v, mask), m(q, k, v, mask), rtol=1e-6, atol=1e-6)
+
+
+def test_a_fully_masked_row_is_refused_not_changed():
+    s = 4
+    m = BoolMaskAttention(s).eval()
+    q, k, v = (torch.randn(1, 2, s, 4) for _ in range(3))
+    with pytest.raises(NotLegal, match="differs"):          # the bool mask gives NaN there; -1e4 would not
+        legalize(m, (q, k, v, torch.zeros(1, s, dtype=torch.long)))
+
+
+def test_what_the_pass_cannot_legalize_is_named_with_its_source_line():
+    class Rank5(torch.nn.Module):
+        def forward(self, x):                                # x [2, 3, 1, 4, 5] -> expand to rank 5
+            return x.expand(2, 3, 6, 4, 5) * 2
+
+    legal = legalize(Rank5().eval(), (torch.randn(2, 3, 1, 4, 5),))
+    assert any("rank 5" in line and "test_legalize.py" in line for line in legal.left), legal.left
+
+
+def test_the_pass_is_a_rewrite_name_options_accept():
+    assert ConvertOptions(exclude=("legalize",)).exclude == ("legalize",)
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_bert_called_with_input_ids_and_attention_mask_is_gpu_only(gpu, tmp_path, batch):
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.BertConfig(vocab_size=500, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=128)
+    torch.manual_seed(0)
+    model = transformers.BertModel(cfg).eval()
+    ids = torch.randint(0, 500, (batch, 16))
+    mask = torch.ones_like(ids)
+    mask[-1, 11:] = 0                                       # the last row padded
+    result = convert_for_gpu(model, {"input_ids": ids, "attention_mask": mask}, tmp_path / "bert.tflite",
+                             diagnose_budget_s=0)
+    assert result.ok, result.summary()
+    assert "legalize" in {c.rewrite for c in result.changes}, result.summary()
+    info = read_model_info(tmp_path / "bert.tflite")
+    assert not {"BROADCAST_TO", "GATHER_ND", "LOGICAL_AND", "SELECT_V2"} & set(info.op_histogram())
+
+
+class ConstantGather(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("idx", torch.tensor([0, 1, 2, 5, 6, -1]))
+
+    def forward(self, x):                                   # x [2, 8, 3]
+        return x.index_select(1, self.idx % 8) * 2, x[:, self.idx]
+
+
+def test_a_gather_with_constant_indices_becomes_slices_bit_exact():
+    m, x = ConstantGather().eval(), torch.randn(2, 8, 3)
+    legal = legalize(m, (x,))
+    assert not {aten.index_select.default, aten.index.Tensor} & _targets(legal)
+    assert any("slices" in d for d in legal.done), legal.done
+    for got, want in zip(legal.module(x), m(x)):
+        assert torch.equal(got, want)                      # bound: bit-exact (copies)
+
+
+@pytest.mark.parametrize("make, inputs, walls", [
+    (ConstantGather, lambda: (torch.randn(2, 8, 3),), {"GATHER", "GATHER_ND"}),
+    (RuntimeExpand, lambda: (torch.randn(2, 1, 7), torch.randn(2, 5, 7)), {"BROADCAST_TO"}),
+])
+def test_the_pass_alone_makes_each_graph_gpu_only(gpu, tmp_path, make, inputs, walls):
+    """Only the pass (no spelling handler, no module patch): the wall is gone and the GPU matches torch. Plain
+    conversion of each keeps the wall (GATHER_ND + SELECT_V2; BROADCAST_TO), so the pass is what removes it."""
+    torch.manual_seed(0)
+    result = convert_for_gpu(make().eval(), inputs(), tmp_path / "m.tflite", only=("legalize",), diagnose_budget_s=0)
+    assert result.ok, result.summary()
+    assert not walls & set(read_model_info(tmp_path / "m.tflite").op_histogram())
+
+
+class BoolMaskCast(torch.nn.Module):
+    """Eager attention's form: the bool mask cast to float, then made additive."""
+
+    def __init__(self, s: int):
+        super().__init__()
+        self.register_buffer("keep", torch.ones(1, 1, s, 1, dtype=torch.bool))
+
+    def forward(self, scores, attention_mask):
+        pad = attention_mask.to(torch.bool)[:, None, None, :]
+        additive = (1.0 - (self.keep & pad).to(torch.float32)) * -1e4
+        return torch.softmax(scores + additive, dim=-1)
+
+
+def test_a_bool_mask_cast_to_float_becomes_float_arithmetic_bit_exact():
+    m, scores = BoolMaskCast(5).eval(), torch.randn(2, 3, 5, 5)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    legal = legalize(m, (scores, mask))
+    assert any("cast to float" in d for d in legal.done), legal.done
+    assert not {aten.__and__.Tensor, aten.logical_and.default} & _targets(legal)
+    assert torch.equal(legal.module(scores, mask), m(scores, mask))   # bound: bit-exact ({0, 1} products)

@@ -1,0 +1,125 @@
+"""Rule: a bool attention mask becomes the additive float mask the GPU runs, built with float arithmetic; so does
+a bool mask cast to float (eager attention builds its additive mask from that cast).
+
+The GPU refuses bool tensors in arithmetic (LOGICAL_AND, SELECT_V2 on a bool mask, a BROADCAST_TO of one). A bool
+mask read by `scaled_dot_product_attention` is rebuilt from its inputs as a {0, 1} float tensor: `a & b` ->
+a * b, `a | b` -> max(a, b), `~a` -> 1 - a, a cast of an integer tensor to bool -> min(|x|, 1), views, slices and
+expands carried over as they are (all exact on {0, 1} values; the cast is exact for integers below 2**24). The
+attention then gets (m - 1) * MASK_FILL: 0 where the bool mask attends, -1e4 where it does not, expanded to the
+scores' shape by concatenation. Bound: a masked key's softmax weight is exp(-1e4 + s - max) = 0 in fp32 exactly,
+as with the bool mask, whenever the scores stay below ~4900 in magnitude (fp16: the same at its own underflow).
+A row the bool mask masks entirely (NaN with a bool mask) is not legalized: the driver's check refuses it.
+"""
+from __future__ import annotations
+
+import torch
+
+from .nodes import shape, source_line
+from .repeat import expand_by_concat
+
+_aten = torch.ops.aten
+MASK_FILL = 1e4          # finite in fp16; exp(-1e4) is 0 in fp32
+_AND = {_aten.__and__.Tensor, _aten.logical_and.default, _aten.bitwise_and.Tensor}
+_OR = {_aten.__or__.Tensor, _aten.logical_or.default, _aten.bitwise_or.Tensor}
+_NOT = {_aten.logical_not.default, _aten.bitwise_not.default}
+_CARRY = {_aten.view.default, _aten._unsafe_view.default, _aten.reshape.default, _aten.permute.default,
+          _aten.transpose.int, _aten.unsqueeze.default, _aten.squeeze.dim, _aten.squeeze.dims, _aten.slice.Tensor,
+          _aten.select.int, _aten.clone.default, _aten.alias.default}
+_INTEGER = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+
+
+def _dtype(node):
+    v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return v.dtype if isinstance(v, torch.Tensor) else None
+
+
+class _Floats:
+    """The {0, 1} float form of bool nodes, built once each, inserted before the attention that needs it."""
+
+    def __init__(self, gm: torch.fx.GraphModule):
+        self.gm, self.graph, self.made = gm, gm.graph, {}
+
+    def of(self, n):
+        if n not in self.made:
+            self.made[n] = self._make(n)
+        return self.made[n]
+
+    def _make(self, n):
+        g = self.graph
+        if n.op == "get_attr":
+            return g.call_function(_aten._to_copy.default, (n,), {"dtype": torch.float32})
+        if n.op != "call_function":
+            return None
+        t = n.target
+        if t in _AND or t in _OR:
+            a, b, out = self.of(n.args[0]), self.of(n.args[1]), shape(n)
+            if a is None or b is None or out is None:
+                return None
+            # both operands at the result's shape: a broadcast of both sides is a BROADCAST_TO once converted
+            a, b = (expand_by_concat(g, f, shape(x), out) for f, x in ((a, n.args[0]), (b, n.args[1])))
+            return g.call_function(_aten.mul.Tensor if t in _AND else _aten.maximum.default, (a, b))
+        if t in _NOT:
+            a = self.of(n.args[0])
+            return None if a is None else g.call_function(_aten.rsub.Scalar, (a, 1.0))
+        if t is _aten.expand.default:        # by concatenation here: the expand rule reads shapes these nodes lack
+            a, src, out = self.of(n.args[0]), shape(n.args[0]), shape(n)
+            return None if a is None or src is None or out is None else expand_by_concat(g, a, src, out)
+        if t in _CARRY:
+            a = self.of(n.args[0])
+            return None if a is None else g.call_function(t, (a, *n.args[1:]), dict(n.kwargs))
+        if t is _aten._to_copy.default and _dtype(n.args[0]) in _INTEGER:
+            x = g.call_function(_aten._to_copy.default, (n.args[0],), {"dtype": torch.float32})
+            return g.call_function(_aten.clamp.default, (g.call_function(_aten.abs.default, (x,)), None, 1.0))
+        if t is _aten._to_copy.default and _dtype(n.args[0]) is torch.bool:
+            return self.of(n.args[0])
+        return None
+
+
+def _casts(gm: torch.fx.GraphModule, floats: _Floats) -> int:
+    """Every cast of a runtime bool tensor to float32 replaced by the bool tensor's float form."""
+    done = 0
+    for n in list(gm.graph.nodes):
+        if (n.op == "call_function" and n.target is _aten._to_copy.default and n.users
+                and _dtype(n) == torch.float32 and _dtype(n.args[0]) is torch.bool
+                and n.args[0].op == "call_function"):
+            with gm.graph.inserting_before(n):
+                f = floats.of(n.args[0])
+            if f is not None:
+                n.replace_all_uses_with(f)
+                done += 1
+    return done
+
+
+def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
+    graph = gm.graph
+    casts = _casts(gm, _Floats(gm))
+    done, left = 0, []
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target is not _aten.scaled_dot_product_attention.default:
+            continue
+        mask = n.args[3] if len(n.args) > 3 else n.kwargs.get("attn_mask")
+        if not isinstance(mask, torch.fx.Node) or _dtype(mask) is not torch.bool:
+            continue
+        q, k = shape(n.args[0]), shape(n.args[1])
+        m = shape(mask)
+        if q is None or k is None or m is None or len(q) != 4:
+            left.append(f"bool attention mask of rank {len(m or ())} ({source_line(n) or 'no source'})")
+            continue
+        with graph.inserting_before(n):
+            floats = _Floats(gm).of(mask)
+            if floats is None:
+                left.append(f"bool attention mask from {mask.target} ({source_line(mask) or 'no source'})")
+                continue
+            additive = graph.call_function(_aten.mul.Tensor,
+                                           (graph.call_function(_aten.sub.Tensor, (floats, 1.0)), MASK_FILL))
+            scores = (q[0], q[1], q[2], k[2])
+            additive = expand_by_concat(graph, additive, (1,) * (4 - len(m)) + m, scores)
+        args = list(n.args)
+        if len(args) > 3:
+            args[3] = additive
+            n.args = tuple(args)
+        else:
+            n.kwargs = {**n.kwargs, "attn_mask": additive}
+        done += 1
+    return ([f"bool attention mask -> additive float mask x{done} (exact; bound in legalize.boolean)"] * bool(done)
+            + [f"bool mask cast to float -> float arithmetic x{casts} (bit-exact)"] * bool(casts)), left

@@ -1,0 +1,114 @@
+"""Rule: an op the GPU refuses whose inputs are all constants is computed once, at export, and becomes a constant.
+
+Constants are the module's parameters and buffers (get_attr nodes after export), literals, and ops whose inputs
+are all constants. An expand of a buffer (BROADCAST_TO), an embedding lookup or gather with constant indices
+(GATHER / GATHER_ND), an arange, a comparison or a cast to an integer or bool type on constants -- each becomes
+the tensor torch computes for it, on the same numbers: bit-exact. Random ops are never constant. A folded value
+larger than `MAX_ELEMENTS` is left as it was (and named), so a fold never bloats the file unboundedly.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+from torch.fx.node import map_arg
+
+from .nodes import shape, source_line
+
+_aten = torch.ops.aten
+WALL_OPS = {
+    _aten.expand.default, _aten.repeat.default, _aten.index.Tensor, _aten.index_select.default,
+    _aten.gather.default, _aten.embedding.default, _aten.where.self, _aten.arange.default, _aten.arange.start,
+    _aten.arange.start_step, _aten._to_copy.default, _aten.cumsum.default,
+    _aten.eq.Scalar, _aten.eq.Tensor, _aten.ne.Scalar, _aten.ne.Tensor, _aten.lt.Scalar, _aten.lt.Tensor,
+    _aten.le.Scalar, _aten.le.Tensor, _aten.gt.Scalar, _aten.gt.Tensor, _aten.ge.Scalar, _aten.ge.Tensor,
+    _aten.logical_and.default, _aten.logical_or.default, _aten.logical_not.default, _aten.bitwise_and.Tensor,
+    _aten.bitwise_or.Tensor, _aten.bitwise_not.default,
+}
+MAX_ELEMENTS = 1 << 22           # 4 M elements (16 MB in fp32) per folded value
+# a constant index computed from a buffer (idx % n, idx + offset) is folded too, so the gather rule sees its values
+_INDEXED = {_aten.index_select.default, _aten.index.Tensor, _aten.gather.default}
+
+
+def _feeds_an_index(node: torch.fx.Node) -> bool:
+    v = node.meta.get("val")
+    return (isinstance(v, torch.Tensor) and not v.dtype.is_floating_point and v.numel() <= 1 << 16
+            and any(u.op == "call_function" and u.target in _INDEXED for u in node.users))
+
+
+def _random(node: torch.fx.Node) -> bool:
+    name = str(node.target)
+    return any(k in name for k in ("rand", "bernoulli", "dropout", "normal", "multinomial", "uniform"))
+
+
+def _constant_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
+    const: set[torch.fx.Node] = set()
+    for n in graph.nodes:
+        if n.op == "get_attr" or (n.op == "call_function" and not _random(n)
+                                   and all(a in const for a in n.all_input_nodes)):
+            const.add(n)
+    return const
+
+
+def _attr(gm: torch.fx.GraphModule, target: str):
+    value = gm
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
+    """Fold every constant wall op of `gm` (in place). Returns (what was folded, what was too large to fold)."""
+    graph = gm.graph
+    const = _constant_nodes(graph)
+    memo: dict[torch.fx.Node, object] = {}
+
+    def value(n):
+        if not isinstance(n, torch.fx.Node):
+            return n
+        if n not in memo:
+            if n.op == "get_attr":
+                memo[n] = _attr(gm, n.target)
+            else:
+                args, kwargs = map_arg(n.args, value), map_arg(n.kwargs, value)
+                with torch.no_grad():
+                    memo[n] = n.target(*args, **kwargs)
+        return memo[n]
+
+    folded: dict[str, int] = {}
+    left = []
+    for i, n in enumerate(list(graph.nodes)):
+        if n.op != "call_function" or n not in const or not n.users or (
+                n.target not in WALL_OPS and n.target is not operator.getitem and not _feeds_an_index(n)):
+            continue
+        if n.target is operator.getitem and not any(u.op == "call_function" for u in n.users):
+            continue
+        dims = shape(n)
+        if dims is None:
+            continue
+        if _numel(dims) > MAX_ELEMENTS:
+            left.append(f"{_name(n)} of constants, {list(dims)}: too large to fold ({source_line(n) or 'no source'})")
+            continue
+        v = value(n)
+        if not isinstance(v, torch.Tensor):
+            continue
+        name = f"_legal_const_{i}"
+        gm.register_buffer(name, v.detach().clone(), persistent=False)
+        with graph.inserting_before(n):
+            node = graph.get_attr(name)
+        node.meta = dict(n.meta)
+        n.replace_all_uses_with(node)
+        folded[_name(n)] = folded.get(_name(n), 0) + 1
+    done = [f"folded constant {op} x{k} (bit-exact)" for op, k in folded.items()]
+    return done, left
+
+
+def _numel(dims) -> int:
+    out = 1
+    for d in dims:
+        out *= d
+    return out
+
+
+def _name(node: torch.fx.Node) -> str:
+    return str(node.target).replace("aten.", "").split(".")[0] if node.op == "call_function" else node.op

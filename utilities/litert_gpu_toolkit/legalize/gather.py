@@ -1,0 +1,71 @@
+"""Rule: a gather along one axis with indices known at export (GATHER / GATHER_ND once converted) becomes slices
+and one concatenation: each run of consecutive indices is one slice. A copy of the same elements: bit-exact.
+
+Covers `index_select(x, dim, idx)` and `x[..., idx, ...]` (`index.Tensor` with one 1-D index tensor, the other
+axes taken whole) where `idx` is a constant (a buffer, or what the constants rule folded) and `x` is a runtime
+tensor. At most `MAX_RUNS` runs: a lookup with more scattered indices stays a gather and is named.
+"""
+from __future__ import annotations
+
+import torch
+
+from .nodes import shape, source_line
+
+_aten = torch.ops.aten
+MAX_RUNS = 32
+
+
+def _constant(gm, node):
+    if not isinstance(node, torch.fx.Node) or node.op != "get_attr":
+        return None
+    value = gm
+    for part in node.target.split("."):
+        value = getattr(value, part)
+    return value if isinstance(value, torch.Tensor) else None
+
+
+def _runs(idx: list[int]) -> list[tuple[int, int]]:
+    runs: list[tuple[int, int]] = []
+    for i in idx:
+        if runs and runs[-1][0] + runs[-1][1] == i:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((i, 1))
+    return runs
+
+
+def _axis_and_index(gm, n):
+    """(axis, index tensor) of a gather this rule can rewrite, or None."""
+    if n.target is _aten.index_select.default:
+        return n.args[1], _constant(gm, n.args[2])
+    if n.target is _aten.index.Tensor:
+        given = [(d, i) for d, i in enumerate(n.args[1]) if i is not None]
+        if len(given) == 1:
+            return given[0][0], _constant(gm, given[0][1])
+    return None
+
+
+def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
+    graph = gm.graph
+    done, left = 0, []
+    for n in list(graph.nodes):
+        if n.op != "call_function" or not n.users:
+            continue
+        found = _axis_and_index(gm, n)
+        if found is None:
+            continue
+        axis, idx = found
+        src = shape(n.args[0])
+        if idx is None or src is None or idx.dim() != 1 or idx.dtype.is_floating_point:
+            continue
+        axis = axis % len(src)
+        runs = _runs([int(i) % src[axis] for i in idx.tolist()])
+        if len(runs) > MAX_RUNS:
+            left.append(f"gather of {len(idx)} scattered indices ({source_line(n) or 'no source'})")
+            continue
+        with graph.inserting_before(n):
+            parts = [graph.call_function(_aten.slice.Tensor, (n.args[0], axis, a, a + k)) for a, k in runs]
+            out = parts[0] if len(parts) == 1 else graph.call_function(_aten.cat.default, (parts, axis))
+        n.replace_all_uses_with(out)
+        done += 1
+    return ([f"gather with constant indices -> slices x{done} (bit-exact)"] if done else []), left

@@ -1,0 +1,20 @@
+"""What the rules read off a graph node: its shape and the user's source line that made it."""
+from __future__ import annotations
+
+import re
+
+import torch
+
+
+def source_line(node: torch.fx.Node) -> str:
+    """`file.py:LINE` of the user code that made `node` (the last frame of its stack trace), or ''."""
+    frames = re.findall(r'File "([^"]+)", line (\d+)', node.meta.get("stack_trace") or "")
+    if not frames:
+        return ""
+    path, line = frames[-1]
+    return f"{path.rsplit('/', 1)[-1]}:{line}"
+
+
+def shape(node) -> tuple[int, ...] | None:
+    v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return tuple(int(s) for s in v.shape) if isinstance(v, torch.Tensor) else None
