@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The most common call of a text encoder -- `model(input_ids=..., attention_mask=...)`, token types left to the
-model's default -- through `convert_for_gpu`'s defaults, with the graph pass (`legalize`) and without it.
+model's default -- through `convert_for_gpu`'s defaults, with the graph pass (include=("legalize",)) and without.
 
 Tiny random-weight configs of each encoder family in tests/hf_tiny.py (never downloaded), batch 1 and batch 2 (the
 second row padded). Prints one markdown row per case and writes docs/data/calling_conventions.json (--record).
@@ -20,11 +20,11 @@ sys.path[:0] = [str(ROOT / "utilities"), str(ROOT / "tests")]
 OUT = ROOT / "docs" / "data" / "calling_conventions.json"
 
 
-def one(model, ids, mask, exclude: tuple, folder: Path) -> dict:
+def one(model, ids, mask, with_pass: bool, folder: Path) -> dict:
     from litert_gpu_toolkit import convert_for_gpu
 
-    r = convert_for_gpu(model, {"input_ids": ids, "attention_mask": mask}, folder / "m.tflite", exclude=exclude,
-                        diagnose_budget_s=0)
+    r = convert_for_gpu(model, {"input_ids": ids, "attention_mask": mask}, folder / "m.tflite",
+                        include=("legalize",) if with_pass else None, diagnose_budget_s=0)
     return {"verdict": r.summary().split(":", 1)[0], "line": r.summary().splitlines()[1].strip()[:160]}
 
 
@@ -43,8 +43,8 @@ def main(argv=None) -> int:
         for batch in (1, 2):
             i, m = (ids[-1:], mask[-1:]) if batch == 1 else (ids, mask)   # batch 1: the padded row
             with tempfile.TemporaryDirectory() as tmp:
-                with_pass = one(model.model, i, m, (), Path(tmp))   # the HF model itself, keywords
-                without = one(model.model, i, m, ("legalize",), Path(tmp))
+                with_pass = one(model.model, i, m, True, Path(tmp))   # the HF model itself, keywords
+                without = one(model.model, i, m, False, Path(tmp))
             rows.append({"arch": arch, "batch": batch, "with": with_pass, "without": without})
             print(f"| {arch} | {batch} | {with_pass['verdict']} | {without['verdict']} |", flush=True)
     passed = sum(r["with"]["verdict"] == "PASS" for r in rows)

@@ -95,6 +95,7 @@ def test_what_the_pass_cannot_legalize_is_named_with_its_source_line():
 
 
 def test_the_pass_is_a_rewrite_name_options_accept():
+    assert ConvertOptions(include=("legalize",)).include == ("legalize",)
     assert ConvertOptions(exclude=("legalize",)).exclude == ("legalize",)
 
 
@@ -109,7 +110,7 @@ def test_bert_called_with_input_ids_and_attention_mask_is_gpu_only(gpu, tmp_path
     mask = torch.ones_like(ids)
     mask[-1, 11:] = 0                                       # the last row padded
     result = convert_for_gpu(model, {"input_ids": ids, "attention_mask": mask}, tmp_path / "bert.tflite",
-                             diagnose_budget_s=0)
+                             include=("legalize",), diagnose_budget_s=0)
     assert result.ok, result.summary()
     assert "legalize" in {c.rewrite for c in result.changes}, result.summary()
     info = read_model_info(tmp_path / "bert.tflite")

@@ -59,9 +59,13 @@ def export_graph(module, args: tuple, kwargs: dict) -> torch.fx.GraphModule:
 
 def legalize(module, args: tuple, kwargs: dict | None = None) -> Legalized:
     """The module's exported graph with every rule applied and checked (module docstring). Raises NotLegal."""
+    import warnings
+
     kwargs = dict(kwargs or {})
     try:
-        gm = export_graph(module, args, kwargs)
+        with warnings.catch_warnings():       # torch's own deprecation notes while exporting: not the user's concern
+            warnings.simplefilter("ignore", FutureWarning)
+            gm = export_graph(module, args, kwargs)
     except Exception as e:                            # noqa: BLE001 - the caller converts the module as it is
         raise NotLegal(f"torch.export failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
     out = Legalized(gm)
