@@ -13,7 +13,7 @@ import operator
 import torch
 from torch.fx.node import map_arg
 
-from .nodes import shape, source_line
+from .nodes import attr_value, shape, source_line
 
 _aten = torch.ops.aten
 WALL_OPS = {
@@ -50,13 +50,6 @@ def _constant_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
     return const
 
 
-def _attr(gm: torch.fx.GraphModule, target: str):
-    value = gm
-    for part in target.split("."):
-        value = getattr(value, part)
-    return value
-
-
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     """Fold every constant wall op of `gm` (in place). Returns (what was folded, what was too large to fold)."""
     graph = gm.graph
@@ -68,7 +61,7 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
             return n
         if n not in memo:
             if n.op == "get_attr":
-                memo[n] = _attr(gm, n.target)
+                memo[n] = attr_value(gm, n.target)
             else:
                 args, kwargs = map_arg(n.args, value), map_arg(n.kwargs, value)
                 with torch.no_grad():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .nodes import shape, source_line
+from .nodes import attr_value, shape, source_line
 
 _aten = torch.ops.aten
 MAX_RUNS = 32
@@ -18,9 +18,7 @@ MAX_RUNS = 32
 def _constant(gm, node):
     if not isinstance(node, torch.fx.Node) or node.op != "get_attr":
         return None
-    value = gm
-    for part in node.target.split("."):
-        value = getattr(value, part)
+    value = attr_value(gm, node.target)
     return value if isinstance(value, torch.Tensor) else None
 
 

@@ -18,3 +18,11 @@ def source_line(node: torch.fx.Node) -> str:
 def shape(node) -> tuple[int, ...] | None:
     v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
     return tuple(int(s) for s in v.shape) if isinstance(v, torch.Tensor) else None
+
+
+def attr_value(gm: torch.fx.GraphModule, target: str):
+    """The parameter, buffer or constant a get_attr node names (a dotted path from the graph module)."""
+    value = gm
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
