@@ -93,6 +93,9 @@ def _casts(gm: torch.fx.GraphModule, floats: _Floats) -> int:
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
     casts = _casts(gm, _Floats(gm))
+    # one float form per mask for every attention that reads it (a model's layers share their mask); made before
+    # the first of them in graph order, so before every later one too
+    floats_of, additive_of = _Floats(gm), {}
     done, left = 0, []
     for n in list(graph.nodes):
         if n.op != "call_function" or n.target is not _aten.scaled_dot_product_attention.default:
@@ -105,15 +108,17 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
         if q is None or k is None or m is None or len(q) != 4:
             left.append(f"bool attention mask of rank {len(m or ())} ({source_line(n) or 'no source'})")
             continue
-        with graph.inserting_before(n):
-            floats = _Floats(gm).of(mask)
-            if floats is None:
-                left.append(f"bool attention mask from {mask.target} ({source_line(mask) or 'no source'})")
-                continue
-            additive = graph.call_function(_aten.mul.Tensor,
-                                           (graph.call_function(_aten.sub.Tensor, (floats, 1.0)), MASK_FILL))
-            scores = (q[0], q[1], q[2], k[2])
-            additive = expand_by_concat(graph, additive, (1,) * (4 - len(m)) + m, scores)
+        scores = (q[0], q[1], q[2], k[2])
+        if (mask, scores) not in additive_of:
+            with graph.inserting_before(n):
+                floats = floats_of.of(mask)
+                if floats is None:
+                    left.append(f"bool attention mask from {mask.target} ({source_line(mask) or 'no source'})")
+                    continue
+                additive = graph.call_function(_aten.mul.Tensor,
+                                               (graph.call_function(_aten.sub.Tensor, (floats, 1.0)), MASK_FILL))
+                additive_of[mask, scores] = expand_by_concat(graph, additive, (1,) * (4 - len(m)) + m, scores)
+        additive = additive_of[mask, scores]
         args = list(n.args)
         if len(args) > 3:
             args[3] = additive

@@ -8,6 +8,7 @@ larger than `MAX_ELEMENTS` is left as it was (and named), so a fold never bloats
 """
 from __future__ import annotations
 
+import math
 import operator
 
 import torch
@@ -79,7 +80,7 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
         dims = shape(n)
         if dims is None:
             continue
-        if _numel(dims) > MAX_ELEMENTS:
+        if math.prod(dims) > MAX_ELEMENTS:
             left.append(f"{_name(n)} of constants, {list(dims)}: too large to fold ({source_line(n) or 'no source'})")
             continue
         v = value(n)
@@ -94,13 +95,6 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
         folded[_name(n)] = folded.get(_name(n), 0) + 1
     done = [f"folded constant {op} x{k} (bit-exact)" for op, k in folded.items()]
     return done, left
-
-
-def _numel(dims) -> int:
-    out = 1
-    for d in dims:
-        out *= d
-    return out
 
 
 def _name(node: torch.fx.Node) -> str:
