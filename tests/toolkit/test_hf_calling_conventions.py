@@ -85,8 +85,6 @@ def test_text_encoder_with_padding_mask_passes(gpu, tmp_path, arch, impl):
 
 @pytest.mark.gpu
 @slow
-@pytest.mark.xfail(reason="open: with batch 1 the [1, 1, 1, S] padding mask's expand (done by concatenation) comes "
-                          "back from the converter as a runtime BROADCAST_TO, which the GPU rejects", strict=True)
 def test_text_encoder_batch_of_one_with_padding_mask(gpu, tmp_path):
     model, (ids, mask, types) = hf_tiny.text_encoder("bert")
     _passes(model, (ids[:1], mask[1:], types[:1]), tmp_path / "bert_b1.tflite")

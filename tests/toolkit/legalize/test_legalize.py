@@ -168,3 +168,64 @@ def test_a_bool_mask_cast_to_float_becomes_float_arithmetic_bit_exact():
     assert any("cast to float" in d for d in legal.done), legal.done
     assert not {aten.__and__.Tensor, aten.logical_and.default} & _targets(legal)
     assert torch.equal(legal.module(scores, mask), m(scores, mask))   # bound: bit-exact ({0, 1} products)
+
+
+class OneHotTimesMask(torch.nn.Module):
+    """A constant table times a runtime vector it broadcasts over: the shape the constants rule itself makes when
+    it folds a one-hot index (`onehot[16, 16] * mask[1, 16]`), summed back to a vector."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.randn(16, 16, generator=torch.Generator().manual_seed(3)))
+
+    def forward(self, x):                                   # x [1, 16]
+        return (self.table * x).sum(1)
+
+
+def test_an_elementwise_op_on_a_rank_2_constant_is_computed_at_rank_4_bit_exact():
+    m, x = OneHotTimesMask().eval(), torch.randn(1, 16)
+    legal = legalize(m, (x,))
+    assert any("at rank 4" in d for d in legal.done), legal.done
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    ShapeProp(legal.module).propagate(x)
+    ranks = {len(n.meta["tensor_meta"].shape) for n in legal.module.graph.nodes
+             if n.op == "call_function" and n.target is aten.mul.Tensor}
+    assert ranks == {4}, ranks
+    assert torch.equal(legal.module(x), m(x))              # bound: bit-exact (the same products, other views)
+
+
+def test_the_rank_4_form_fixes_the_silent_miscompute_on_the_gpu(gpu, tmp_path):
+    """Plain, [16, 16] * [1, 16] runs GPU-only with wrong numbers (software GPU, fp16 and fp32); the pass alone
+    makes it right."""
+    x = torch.randn(1, 16)
+    plain = convert_for_gpu(OneHotTimesMask().eval(), (x,), tmp_path / "plain.tflite", patches=False,
+                            diagnose_budget_s=0)
+    assert plain.verdict == "NUMERICS_FAIL", plain.summary()
+    fixed = convert_for_gpu(OneHotTimesMask().eval(), (x,), tmp_path / "m.tflite", only=("legalize",),
+                            diagnose_budget_s=0, fallback=False)
+    assert fixed.ok, fixed.summary()
+
+
+class ComparedMask(torch.nn.Module):
+    """A runtime comparison ANDed with a mask made from constants only (HF's `new_ones(...) & causal` shapes):
+    the constant side folds, the comparison stays a comparison, the AND becomes a product."""
+
+    def __init__(self, s: int):
+        super().__init__()
+        self.register_buffer("pos", torch.arange(s))
+
+    def forward(self, scores, keep):                        # keep [B, S] float {0, 1}
+        window = (self.pos[None, :] <= self.pos[:, None])[None, None]          # constant bool [1, 1, S, S]
+        allowed = window & (keep[:, None, None, :] > 0.5)
+        return torch.softmax(scores + (1.0 - allowed.to(torch.float32)) * -1e4, dim=-1)
+
+
+def test_a_runtime_comparison_and_a_constant_mask_become_float_arithmetic_bit_exact():
+    s = 6
+    m, scores = ComparedMask(s).eval(), torch.randn(2, 2, s, s)
+    keep = torch.tensor([[1.0] * s, [1.0] * 4 + [0.0] * 2])
+    legal = legalize(m, (scores, keep))
+    assert not {aten.__and__.Tensor, aten.logical_and.default, aten.le.Tensor} & _targets(legal), legal.done
+    assert any("folded constant" in d for d in legal.done) and any("cast to float" in d for d in legal.done)
+    assert torch.equal(legal.module(scores, keep), m(scores, keep))   # bound: bit-exact ({0, 1} products)

@@ -3,8 +3,9 @@ a bool mask cast to float (eager attention builds its additive mask from that ca
 
 The GPU refuses bool tensors in arithmetic (LOGICAL_AND, SELECT_V2 on a bool mask, a BROADCAST_TO of one). A bool
 mask read by `scaled_dot_product_attention` is rebuilt from its inputs as a {0, 1} float tensor: `a & b` ->
-a * b, `a | b` -> max(a, b), `~a` -> 1 - a, a cast of an integer tensor to bool -> min(|x|, 1), views, slices and
-expands carried over as they are (all exact on {0, 1} values; the cast is exact for integers below 2**24). The
+a * b, `a | b` -> max(a, b), `~a` -> 1 - a, a cast of an integer tensor to bool -> min(|x|, 1), a comparison ->
+its result cast to float (a comparison the GPU runs, read by arithmetic), views, slices and expands carried over as
+they are (all exact on {0, 1} values; the cast is exact for integers below 2**24). The
 attention then gets (m - 1) * MASK_FILL: 0 where the bool mask attends, -1e4 where it does not, expanded to the
 scores' shape by concatenation. Bound: a masked key's softmax weight is exp(-1e4 + s - max) = 0 in fp32 exactly,
 as with the bool mask, whenever the scores stay below ~4900 in magnitude (fp16: the same at its own underflow).
@@ -25,6 +26,9 @@ _NOT = {_aten.logical_not.default, _aten.bitwise_not.default}
 _CARRY = {_aten.view.default, _aten._unsafe_view.default, _aten.reshape.default, _aten.permute.default,
           _aten.transpose.int, _aten.unsqueeze.default, _aten.squeeze.dim, _aten.squeeze.dims, _aten.slice.Tensor,
           _aten.select.int, _aten.clone.default, _aten.alias.default}
+# a comparison of runtime values stays a comparison (the GPU runs it), its bool result cast to float once
+_COMPARE = {getattr(getattr(_aten, op), kind) for op in ("eq", "ne", "lt", "le", "gt", "ge")
+            for kind in ("Scalar", "Tensor")}
 _INTEGER = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 
 
@@ -72,6 +76,8 @@ class _Floats:
             return g.call_function(_aten.clamp.default, (g.call_function(_aten.abs.default, (x,)), None, 1.0))
         if t is _aten._to_copy.default and _dtype(n.args[0]) is torch.bool:
             return self.of(n.args[0])
+        if t in _COMPARE:
+            return g.call_function(_aten._to_copy.default, (n,), {"dtype": torch.float32})
         return None
 
 

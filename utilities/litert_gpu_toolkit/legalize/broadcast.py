@@ -7,6 +7,7 @@ Each axis the expand grows from 1 to n is repeated by doubling: cat(y, y) until 
 first n - size rows of y): about 2 * log2(n) CONCATENATION / SLICE ops for n copies, never n inputs to one op.
 A rank grown by the expand (new leading axes) is first added with a reshape (the same element order). An expand
 whose output is of rank > 4 is left to the rank rule and named.
+
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Constants are the module's parameters and buffers (get_attr nodes after export), literals, and ops whose inputs
 are all constants. An expand of a buffer (BROADCAST_TO), an embedding lookup or gather with constant indices
-(GATHER / GATHER_ND), an arange, a comparison or a cast to an integer or bool type on constants -- each becomes
+(GATHER / GATHER_ND), an arange, a comparison, any bool or integer value computed from constants -- each becomes
 the tensor torch computes for it, on the same numbers: bit-exact. Random ops are never constant. A folded value
 larger than `MAX_ELEMENTS` is left as it was (and named), so a fold never bloats the file unboundedly.
 """
@@ -24,7 +24,7 @@ WALL_OPS = {
     _aten.eq.Scalar, _aten.eq.Tensor, _aten.ne.Scalar, _aten.ne.Tensor, _aten.lt.Scalar, _aten.lt.Tensor,
     _aten.le.Scalar, _aten.le.Tensor, _aten.gt.Scalar, _aten.gt.Tensor, _aten.ge.Scalar, _aten.ge.Tensor,
     _aten.logical_and.default, _aten.logical_or.default, _aten.logical_not.default, _aten.bitwise_and.Tensor,
-    _aten.bitwise_or.Tensor, _aten.bitwise_not.default,
+    _aten.bitwise_or.Tensor, _aten.bitwise_not.default, _aten.__and__.Tensor, _aten.__or__.Tensor,
 }
 MAX_ELEMENTS = 1 << 22           # 4 M elements (16 MB in fp32) per folded value
 # a constant index computed from a buffer (idx % n, idx + offset) is folded too, so the gather rule sees its values
@@ -37,12 +37,20 @@ def _feeds_an_index(node: torch.fx.Node) -> bool:
             and any(u.op == "call_function" and u.target in _INDEXED for u in node.users))
 
 
+def _foldable(node: torch.fx.Node) -> bool:
+    """A constant worth computing at export: a wall op, a tuple item, an index, or any bool / integer value (mask
+    and index arithmetic, which the GPU refuses or runs in float, is cheaper as the tensor it makes)."""
+    v = node.meta.get("val")
+    return (node.target in WALL_OPS or node.target is operator.getitem or _feeds_an_index(node)
+            or (isinstance(v, torch.Tensor) and not v.dtype.is_floating_point))
+
+
 def _random(node: torch.fx.Node) -> bool:
     name = str(node.target)
     return any(k in name for k in ("rand", "bernoulli", "dropout", "normal", "multinomial", "uniform"))
 
 
-def _constant_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
+def constant_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
     const: set[torch.fx.Node] = set()
     for n in graph.nodes:
         if n.op == "get_attr" or (n.op == "call_function" and not _random(n)
@@ -54,7 +62,7 @@ def _constant_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     """Fold every constant wall op of `gm` (in place). Returns (what was folded, what was too large to fold)."""
     graph = gm.graph
-    const = _constant_nodes(graph)
+    const = constant_nodes(graph)
     memo: dict[torch.fx.Node, object] = {}
 
     def value(n):
@@ -72,8 +80,7 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     folded: dict[str, int] = {}
     left = []
     for i, n in enumerate(list(graph.nodes)):
-        if n.op != "call_function" or n not in const or not n.users or (
-                n.target not in WALL_OPS and n.target is not operator.getitem and not _feeds_an_index(n)):
+        if n.op != "call_function" or n not in const or not n.users or not _foldable(n):
             continue
         if n.target is operator.getitem and not any(u.op == "call_function" for u in n.users):
             continue

@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import boolean, broadcast, constants, gather
+from . import boolean, broadcast, constant_operand, constants, gather
 from .nodes import shape, source_line
 
 # the rules, in order: constants first (a folded value needs no other rule), then the runtime forms (bool masks
-# before broadcasts: the mask's float form may add expands)
-RULES = (constants, gather, boolean, broadcast)
+# before broadcasts: the mask's float form may add expands), last the layout of what the others made
+RULES = (constants, gather, boolean, broadcast, constant_operand)
 TOLERANCE = 1e-5                 # relative to each output's largest magnitude: fp32 summation order
 
 

@@ -1,0 +1,84 @@
+"""Rule: an elementwise op between a runtime tensor and a constant, at rank 2 or 3, is computed at rank 4.
+
+The wall is silent: such an op converts, runs at full residency and returns wrong numbers in fp16 and fp32 alike
+whenever the constant spans more than its last axis or the runtime side has a lower rank than the result (the
+measurements, and the delegate's layout that explains them, are in `rewrites/constant_operand.py`, the same wall met
+on the module's spelling). On the exported graph it matters more than in the source: the constants rule itself
+makes new constants (a folded one-hot table times a runtime mask is `[16, 16, 1] * [1, 16, 1]`), and a constant the
+converter can see through is a constant here too.
+
+Both operands are aligned to the result's rank and given trailing size-1 axes up to rank 4, with one leading
+size-1 axis when the result's first axis is > 1 and the runtime side broadcasts over it; the result is viewed back.
+Bit-exact: the same elementwise values, only views change.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .constants import constant_nodes
+from .nodes import shape
+
+_aten = torch.ops.aten
+OPS = {_aten.add.Tensor, _aten.sub.Tensor, _aten.mul.Tensor, _aten.div.Tensor, _aten.rsub.Tensor,
+       _aten.maximum.default, _aten.minimum.default, _aten.pow.Tensor_Tensor}
+# a linear layer's [1, S, D] output is a rank-2 FULLY_CONNECTED result once converted (the converter drops the
+# reshape back in front of a broadcasting op), and so is a transpose of it that the converter moves the op across
+_PASS_THROUGH = {_aten.transpose.int, _aten.permute.default, _aten.clone.default, _aten.alias.default,
+                 _aten.dropout.default}
+
+
+def _flattened(node) -> bool:
+    while isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in _PASS_THROUGH:
+        node = node.args[0]
+    dims = shape(node)
+    return (isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target is _aten.linear.default
+            and dims is not None and len(dims) == 3 and dims[0] == 1)
+
+
+def _floating(node) -> bool:
+    v = node.meta.get("val")
+    return isinstance(v, torch.Tensor) and v.dtype.is_floating_point
+
+
+def _layout(run, const, out) -> int | None:
+    """Leading size-1 axes for the rank-4 form, or None when the op is right as it is."""
+    src, c = shape(run), shape(const)
+    if src is None or c is None or len(out) not in (2, 3) or math.prod(c) <= 1:
+        return None
+    spans = len(c) >= 2 and math.prod(c) > c[-1]
+    if not (spans or len(src) < len(out) or _flattened(run)):
+        return None
+    first = ((1,) * (len(out) - len(src)) + src)[0]
+    return 1 if out[0] > 1 and first == 1 else 0
+
+
+def _lift(graph, node, dims, rank: int, lead: int):
+    aligned = (1,) * (rank - len(dims)) + tuple(dims)
+    return graph.call_function(_aten.view.default, (node, [1] * lead + list(aligned) + [1] * (4 - rank - lead)))
+
+
+def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
+    graph = gm.graph
+    const = constant_nodes(graph)
+    done = 0
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target not in OPS or n in const or len(n.args) < 2:
+            continue
+        a, b, out = n.args[0], n.args[1], shape(n)
+        if out is None or not all(isinstance(x, torch.fx.Node) for x in (a, b)) or not _floating(n):
+            continue
+        if (a in const) == (b in const):
+            continue
+        run, c = (b, a) if a in const else (a, b)
+        lead = _layout(run, c, out)
+        if lead is None:
+            continue
+        with graph.inserting_before(n):
+            args = [_lift(graph, x, shape(x), len(out), lead) for x in (a, b)]
+            op = graph.call_function(n.target, (*args, *n.args[2:]), dict(n.kwargs))
+            back = graph.call_function(_aten.view.default, (op, list(out)))
+        n.replace_all_uses_with(back)
+        done += 1
+    return [f"elementwise op on a constant at rank 2-3 -> at rank 4 x{done} (bit-exact)"] * bool(done), []
