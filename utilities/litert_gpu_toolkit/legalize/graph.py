@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import boolean, broadcast, constant_operand, constants, gather
+from . import boolean, broadcast, constant_operand, constants, gather, rank
 from .nodes import shape, source_line
 
-# the rules, in order: constants first (a folded value needs no other rule), then the runtime forms (bool masks
-# before broadcasts: the mask's float form may add expands), last the layout of what the others made
-RULES = (constants, gather, boolean, broadcast, constant_operand)
+# the rules, in order: constants first (a folded value needs no other rule), then rank (the later rules see rank <=
+# 4 ops), then the runtime forms (bool masks before broadcasts: the mask's float form may add expands), last the
+# layout of what the others made. Shapes are read again after each rule (new nodes carry none).
+RULES = (constants, rank, gather, boolean, broadcast, constant_operand)
 TOLERANCE = 1e-5                 # relative to each output's largest magnitude: fp32 summation order
 
 
@@ -73,6 +74,8 @@ def legalize(module, args: tuple, kwargs: dict | None = None) -> Legalized:
         done, left = rule.apply(gm)
         out.done += done
         out.left += left
+        if done:
+            _read_shapes(gm, args, kwargs)
     while _drop_orphan_asserts(gm.graph) | gm.graph.eliminate_dead_code():
         pass                                          # a dropped value frees its inputs' asserts in turn
     gm.graph.lint()
@@ -97,8 +100,30 @@ def audit(graph: torch.fx.Graph) -> list[str]:
         if n.target in _REFUSED:
             left.append(f"{_REFUSED[n.target]} from {n.target} ({source_line(n) or 'no source'})")
         elif dims is not None and len(dims) > 4:
-            left.append(f"rank {len(dims)} value from {n.target} ({source_line(n) or 'no source'})")
+            what = "output" if {u.op for u in n.users} == {"output"} else "value"
+            left.append(f"rank {len(dims)} {what} from {n.target} ({source_line(n) or 'no source'})")
     return left
+
+
+def _read_shapes(gm: torch.fx.GraphModule, args, kwargs) -> None:
+    """Every node's `meta["val"]` from a run on the example inputs (as a meta-device tensor: shape and dtype)."""
+    import torch.fx._pytree as fx_pytree
+
+    gm.graph.lint()
+    gm.recompile()
+    flat = fx_pytree.tree_flatten_spec((tuple(args), dict(kwargs)), gm._in_spec)
+
+    class _Shapes(torch.fx.Interpreter):
+        def run_node(self, n):
+            v = super().run_node(n)
+            if isinstance(v, torch.Tensor):
+                n.meta["val"] = torch.empty(v.shape, dtype=v.dtype, device="meta")
+            elif isinstance(v, (list, tuple)) and v and all(isinstance(t, torch.Tensor) for t in v):
+                n.meta["val"] = [torch.empty(t.shape, dtype=t.dtype, device="meta") for t in v]
+            return v
+
+    with torch.no_grad():
+        _Shapes(gm).run(*flat)
 
 
 def _leaves(out) -> list:
