@@ -89,6 +89,16 @@ def _tiny_bert(path: Path) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _libraries_log_to_the_real_stderr():
+    """torch (and transformers) bind their log handlers to sys.stderr when first imported: imported inside a
+    capsys test, they would keep writing to that test's closed capture and print a logging traceback into a later
+    test's stderr (torch's, when the converter's import of torchao logs a deprecation)."""
+    import torch  # noqa: F401
+
+    pytest.importorskip("transformers")
+
+
 def _in_process(capsys, *args) -> str:
     """The command run in this process (torch is imported once for the whole file, not per call); its stderr."""
     from litert_gpu_toolkit.cli.main import main
@@ -109,6 +119,26 @@ def test_a_task_the_model_cannot_serve_is_exit_2(tmp_path, capsys):
                       "-o", tmp_path / "out")
     assert "cannot be loaded for image-classification" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_state_space_lm_for_text_generation_is_exit_2_with_the_reason(tmp_path, capsys):
+    import transformers
+
+    cfg = transformers.MambaConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, state_size=4)
+    transformers.MambaForCausalLM(cfg).save_pretrained(tmp_path / "mamba")
+    err = _in_process(capsys, "--model", tmp_path / "mamba", "--task", "text-generation", "-o", tmp_path / "out")
+    assert "no attention heads" in err and "convert_for_gpu" in err
+
+
+def test_an_unexpected_failure_while_wrapping_is_exit_2_not_a_traceback(tmp_path, capsys, monkeypatch):
+    import litert_gpu_toolkit.export.tasks as tasks
+
+    def broken(*args, **kwargs):
+        raise AttributeError("'SomeConfig' object has no attribute 'num_mel_bins'")
+
+    monkeypatch.setattr(tasks, "build_graphs", broken)
+    err = _in_process(capsys, "--model", _tiny_bert(tmp_path / "bert"), "--task", "fill-mask", "-o", tmp_path / "o")
+    assert "AttributeError" in err and "num_mel_bins" in err and "test_export.py" in err
 
 
 def test_sentence_head_follows_the_sentence_transformers_files(tmp_path):
@@ -260,6 +290,8 @@ _WHISPER = dict(vocab_size=60, d_model=32, encoder_layers=1, decoder_layers=1, e
                 decoder_start_token_id=1)
 _DPT = dict(_VIT, num_hidden_layers=4, backbone_out_indices=[0, 1, 2, 3], neck_hidden_sizes=[16, 16, 32, 32],
             fusion_hidden_size=32, head_hidden_size=16)
+_W2V_BERT = dict(vocab_size=12, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                 feature_projection_input_dim=16, output_hidden_size=16, conv_depthwise_kernel_size=3)
 _SEGFORMER = dict(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32],
                   num_attention_heads=[1, 2], decoder_hidden_size=32, num_labels=3)
 
@@ -279,6 +311,8 @@ _SEGFORMER = dict(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_
      {"input_features": (1, 8, 32)}, {"last_hidden_state"}),
     ("audio-classification", "Wav2Vec2ForSequenceClassification", "Wav2Vec2Config", _SPEECH,
      {"input_values": (1, 8000)}, {"logits"}),
+    ("automatic-speech-recognition", "Wav2Vec2BertForCTC", "Wav2Vec2BertConfig", _W2V_BERT,
+     {"input_features": (1, 25, 16)}, {"logits"}),                      # stacked log-mel features, 50 per second
 ])
 def test_tasks_wrap_saved_models_at_the_flags_shapes(tmp_path, task, cls, config_cls, config, input_shapes, outputs):
     """Each task loads a save_pretrained folder with its Auto class and wraps it at the fixed shapes the flags give

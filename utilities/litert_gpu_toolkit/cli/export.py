@@ -104,6 +104,15 @@ def _write_graph(out: Path, name: str, result, args, extra: dict) -> dict:
     return entry
 
 
+def _where(exc: BaseException) -> str:
+    """`Type: message (file.py:LINE)` of an exception, at the innermost frame that raised it."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    at = f" ({Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}{at}"
+
+
 def _exit_status(verdicts: list[str], checked: bool) -> int:
     if not checked:
         return 0 if all(v == "UNCHECKED" for v in verdicts) else 1
@@ -137,6 +146,11 @@ def run(args: argparse.Namespace) -> int:
     except ExportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:                    # noqa: BLE001 - a model this command does not know: say so, exit 2
+        print(f"error: cannot build the {args.task} graph of {model_dir.name}: {_where(exc)}\n"
+              f"  this model's call or config is one `export --task` does not handle; convert_for_gpu(model, "
+              "example_inputs, path) takes any call", file=sys.stderr)
+        return 2
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -151,7 +165,12 @@ def run(args: argparse.Namespace) -> int:
         for note in graph.notes:
             print(f"{graph.name}: {note}")
         progress.step(f"converting + checking {graph.name}" if not args.no_check else f"converting {graph.name}")
-        result = convert_for_gpu(graph.module, graph.inputs, out / f"{graph.name}.tflite", check=not args.no_check)
+        try:
+            result = convert_for_gpu(graph.module, graph.inputs, out / f"{graph.name}.tflite",
+                                     check=not args.no_check)
+        except Exception as exc:                # noqa: BLE001 - never a traceback: the reason and exit 2
+            print(f"error: converting {graph.name} failed unexpectedly: {_where(exc)}", file=sys.stderr)
+            return 2
         print(result.summary())
         entry = _write_graph(out, graph.name, result, args, extra)
         entry["notes"] = graph.notes

@@ -34,7 +34,11 @@ def _layers_of(cache) -> list[tuple]:
 
 def _geometry(config) -> tuple[int, int, int]:
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    heads = text.num_attention_heads
+    heads = getattr(text, "num_attention_heads", None)
+    if not heads:
+        raise ValueError(f"{type(config).__name__} has no attention heads (a state-space or recurrent language "
+                         "model): text-generation exports attention decoders whose state is a KV cache. Convert "
+                         "one step of its recurrence with convert_for_gpu (state in, state out) instead")
     kv_heads = getattr(text, "num_key_value_heads", None) or heads
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
     return text.num_hidden_layers, kv_heads, head_dim

@@ -202,15 +202,27 @@ def image_inputs(model, config, size: int | None, seed: int) -> dict:
 
 
 def audio_inputs(model_dir: Path, model, config, seconds: float, seed: int) -> tuple[dict, list]:
-    """input_values [1, samples] at the feature extractor's rate (16 kHz without one), or for a Whisper-like
-    encoder input_features [1, mel bins, frames] at the length its position table fixes."""
+    """input_values [1, samples] at the feature extractor's rate (16 kHz without one); for a model that reads
+    log-mel features, input_features: [1, mel bins, frames] for a Whisper-like encoder (at the length its position
+    table fixes), [1, frames, feature size] for a W2V-BERT-like one (frames at 50 per second, two 10 ms mel frames
+    stacked per step, as its feature extractor writes them)."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
     if model.main_input_name == "input_features":
-        frames = 2 * config.max_source_positions                # the conv stem halves the frames
-        notes = [f"input_features fixed at {frames} frames by max_source_positions (--audio-seconds not used)"]
-        return {"input_features": torch.randn(1, config.num_mel_bins, frames, generator=g)}, notes
+        if getattr(config, "num_mel_bins", None) and getattr(config, "max_source_positions", None):
+            frames = 2 * config.max_source_positions                # the conv stem halves the frames
+            notes = [f"input_features fixed at {frames} frames by max_source_positions (--audio-seconds not used)"]
+            return {"input_features": torch.randn(1, config.num_mel_bins, frames, generator=g)}, notes
+        size = getattr(config, "feature_projection_input_dim", None)
+        if size:
+            frames = max(1, int(round(seconds * 50)))
+            notes = [f"input_features [1, {frames}, {size}]: {seconds} s of stacked log-mel frames (50 per second)"]
+            return {"input_features": torch.randn(1, frames, size, generator=g)}, notes
+        raise ExportError(f"{type(model).__name__} reads input_features, but its config ({type(config).__name__}) "
+                          "names neither num_mel_bins + max_source_positions (Whisper's layout) nor "
+                          "feature_projection_input_dim (W2V-BERT's): the feature layout is unknown. Call "
+                          "convert_for_gpu with an example input of the shape its feature extractor writes")
     rate = 16000
     try:
         rate = json.loads((model_dir / "preprocessor_config.json").read_text()).get("sampling_rate", rate)
