@@ -270,3 +270,46 @@ def test_the_rank_rule_alone_takes_a_rank_6_graph_onto_the_gpu(gpu, tmp_path):
     result = convert_for_gpu(HighRank().eval(), (x, y), tmp_path / "m.tflite", only=("legalize",),
                              fallback=False, diagnose_budget_s=0)
     assert result.ok, result.summary()
+
+
+class MaskBuilder(torch.nn.Module):
+    """HF's mask builder in small: the runtime padding mask indexed by constant batch / key aranges (GATHER_ND),
+    ANDed with a constant mask and filled with finfo.min by `where` (SELECT_V2 on a bool mask)."""
+
+    def forward(self, scores, attention_mask):              # scores [B, H, S, S], attention_mask [B, S] int
+        b, s = attention_mask.shape
+        batch = torch.arange(b)[:, None, None, None]
+        kv = torch.arange(s)[None, None, None, :]
+        keep = attention_mask.bool()[batch, kv] & torch.ones(1, 1, s, s, dtype=torch.bool)
+        fill = torch.where(keep, 0.0, torch.finfo(torch.float32).min)
+        return torch.softmax(scores + fill, dim=-1)
+
+
+def test_a_runtime_mask_gathered_by_constant_indices_and_filled_by_where_becomes_slices_and_arithmetic():
+    m, scores = MaskBuilder().eval(), torch.randn(2, 2, 6, 6)
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2])
+    legal = legalize(m, (scores, mask))
+    assert not {aten.index.Tensor, aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf,
+                aten.__and__.Tensor} & _targets(legal), legal.done
+    assert any("slices" in d for d in legal.done) and any("where" in d for d in legal.done), legal.done
+    # bound: exact -- the copies are bit-exact, each `where` output is the selected value plus exact zeros
+    # (the finfo.min fill is clamp(log(0), min=c) = c, never c * 0)
+    assert torch.equal(legal.module(scores, mask), m(scores, mask))
+
+
+def test_the_pass_alone_takes_the_users_bert_call_onto_the_gpu(gpu, tmp_path):
+    """No spelling handler and no module swap: `BertModel(input_ids=..., attention_mask=...)`, batch 2 with one
+    padded row, strict GPU-only and matching torch (the zoo's bert row: 153/153 ops on the software GPU)."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.BertConfig(vocab_size=500, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=128)
+    torch.manual_seed(0)
+    model = transformers.BertModel(cfg).eval()
+    ids = torch.randint(0, 500, (2, 16))
+    mask = torch.ones_like(ids)
+    mask[1, 10:] = 0
+    result = convert_for_gpu(model, {"input_ids": ids, "attention_mask": mask}, tmp_path / "bert.tflite",
+                             only=("legalize",), fallback=False, diagnose_budget_s=0)
+    assert result.ok, result.summary()
+    assert not {"BROADCAST_TO", "GATHER_ND", "LOGICAL_AND", "SELECT_V2"} & set(
+        read_model_info(tmp_path / "bert.tflite").op_histogram())

@@ -13,6 +13,8 @@ A row the bool mask masks entirely (NaN with a bool mask) is not legalized: the 
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .nodes import shape, source_line
@@ -96,9 +98,71 @@ def _casts(gm: torch.fx.GraphModule, floats: _Floats) -> int:
     return done
 
 
+_WHERE = {_aten.where.self, _aten.where.ScalarOther, _aten.where.ScalarSelf, _aten.where.Scalar}
+FP16_MAX = 65504.0
+
+
+def _big(v) -> float | None:
+    """A finite number beyond fp16's range (HF's finfo(float32).min fill), else None."""
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) and abs(v) > FP16_MAX else None
+
+
+def _select(g, cf, a, b):
+    """where(c, a, b) with c's {0, 1} float form `cf`: a * cf + b * (1 - cf), a number beyond fp16's range never
+    multiplied: its term is clamp(log(1 - k), min=c) with k its {0, 1} selector -- c where k is 1 (log 0 = -inf,
+    clamped), 0 where k is 0 -- so no 0 * c and no inf - inf on the fp16 GPU. Exact: each output is the selected
+    value plus exact zeros (a -0 may come back as +0)."""
+    call = g.call_function
+    terms = []
+    for value, keep in ((a, cf), (b, None)):
+        if keep is None:
+            keep = call(_aten.rsub.Scalar, (cf, 1.0))
+        big = _big(value)
+        if big is not None:
+            off = call(_aten.log.default, (call(_aten.rsub.Scalar, (keep, 1.0)),))   # -inf where kept, 0 elsewhere
+            terms.append(call(_aten.clamp.default, (off, big)) if big < 0 else
+                         call(_aten.clamp.default, (call(_aten.neg.default, (off,)), None, big)))
+        elif isinstance(value, (int, float)):
+            if value != 0:
+                terms.append(call(_aten.mul.Tensor, (keep, float(value))))
+        else:
+            terms.append(call(_aten.mul.Tensor, (value, keep)))
+    if not terms:
+        return call(_aten.mul.Tensor, (cf, 0.0))
+    out = terms[0]
+    for t in terms[1:]:
+        out = call(_aten.add.Tensor, (out, t))
+    return out
+
+
+def _wheres(gm: torch.fx.GraphModule, floats: _Floats) -> int:
+    """Every float `where` on a runtime bool condition (SELECT_V2, which the GPU refuses) as arithmetic."""
+    done = 0
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or n.target not in _WHERE or _dtype(n) != torch.float32 or not n.users:
+            continue
+        cond, a, b = n.args[:3]
+        if not isinstance(cond, torch.fx.Node) or cond.op != "call_function" or _dtype(cond) is not torch.bool:
+            continue
+        if any(isinstance(v, float) and not math.isfinite(v) for v in (a, b)) or shape(n) is None:
+            continue                           # an inf fill: inf * 0 is NaN; the spelling rewrites handle those
+        if any(isinstance(v, torch.fx.Node) and _dtype(v) != torch.float32 for v in (a, b)):
+            continue
+        with gm.graph.inserting_before(n):
+            cf = floats.of(cond)
+            if cf is None:
+                continue
+            out = _select(gm.graph, cf, a, b)
+        n.replace_all_uses_with(out)
+        done += 1
+    return done
+
+
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
-    casts = _casts(gm, _Floats(gm))
+    floats = _Floats(gm)
+    casts = _casts(gm, floats)
+    wheres = _wheres(gm, floats)
     # one float form per mask for every attention that reads it (a model's layers share their mask); made before
     # the first of them in graph order, so before every later one too
     floats_of, additive_of = _Floats(gm), {}
@@ -133,4 +197,5 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
             n.kwargs = {**n.kwargs, "attn_mask": additive}
         done += 1
     return ([f"bool attention mask -> additive float mask x{done} (exact; bound in legalize.boolean)"] * bool(done)
-            + [f"bool mask cast to float -> float arithmetic x{casts} (bit-exact)"] * bool(casts)), left
+            + [f"bool mask cast to float -> float arithmetic x{casts} (bit-exact)"] * bool(casts)
+            + [f"where on a bool mask -> float arithmetic x{wheres} (exact for finite values)"] * bool(wheres)), left

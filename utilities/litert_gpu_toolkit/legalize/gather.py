@@ -3,7 +3,10 @@ and one concatenation: each run of consecutive indices is one slice. A copy of t
 
 Covers `index_select(x, dim, idx)` and `x[..., idx, ...]` (`index.Tensor` with one 1-D index tensor, the other
 axes taken whole) where `idx` is a constant (a buffer, or what the constants rule folded) and `x` is a runtime
-tensor. At most `MAX_RUNS` runs: a lookup with more scattered indices stays a gather and is named.
+tensor; and `x[i0, i1, ...]` with several constant index tensors on the leading axes (HF's mask builder's
+`padding_mask[batch_idx, kv_idx]`, its indices broadcast to [B, 1, 1, S]): the leading axes are flattened, the
+broadcast indices become one flat index, and its runs are slices of the flattened tensor, viewed to the result's
+shape. At most `MAX_RUNS` runs: a lookup with more scattered indices stays a gather and is named.
 """
 from __future__ import annotations
 
@@ -43,11 +46,51 @@ def _axis_and_index(gm, n):
     return None
 
 
+def _leading(gm, n):
+    """(flat index over the leading axes, number of those axes) of `x[i0, i1, ...]` with constant indices, or None."""
+    if n.target is not _aten.index.Tensor:
+        return None
+    given = list(n.args[1])
+    k = len(given)
+    if k < 2 or any(i is None for i in given):
+        return None
+    idx = [_constant(gm, i) for i in given]
+    src = shape(n.args[0])
+    if src is None or any(i is None or i.dtype.is_floating_point for i in idx):
+        return None
+    lead = torch.broadcast_tensors(*idx)
+    flat = torch.zeros(lead[0].shape, dtype=torch.long)
+    for i, size in zip(lead, src[:k]):
+        flat = flat * size + i.long() % size
+    return flat.reshape(-1), k
+
+
+def _flattened_gather(graph, n, flat, k: int):
+    src = shape(n.args[0])
+    runs = _runs(flat.tolist())
+    if len(runs) > MAX_RUNS:
+        return None
+    with graph.inserting_before(n):
+        x = graph.call_function(_aten.reshape.default, (n.args[0], [-1, *src[k:]]))
+        parts = [graph.call_function(_aten.slice.Tensor, (x, 0, a, a + m)) for a, m in runs]
+        out = parts[0] if len(parts) == 1 else graph.call_function(_aten.cat.default, (parts, 0))
+        return graph.call_function(_aten.reshape.default, (out, list(shape(n))))
+
+
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
     done, left = 0, []
     for n in list(graph.nodes):
         if n.op != "call_function" or not n.users:
+            continue
+        lead = _leading(gm, n) if shape(n) is not None else None
+        if lead is not None:
+            out = _flattened_gather(graph, n, *lead)
+            if out is None:
+                left.append(f"gather of {len(lead[0])} scattered indices ({source_line(n) or 'no source'})")
+            else:
+                n.replace_all_uses_with(out)
+                done += 1
             continue
         found = _axis_and_index(gm, n)
         if found is None:
