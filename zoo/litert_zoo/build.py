@@ -50,6 +50,7 @@ def wrap(model, names: tuple[str, ...] = (), call: Callable | None = None):
         def __init__(self):
             super().__init__()
             self.model = model
+            self.names, self.call = names, call        # read by models/calls.py to call the model another way
 
         def forward(self, *xs):
             if names:
@@ -74,6 +75,8 @@ def built(model, inputs, call: Callable | None = None):
         wrapped, args = wrap(model, (), call), tuple(inputs)
     if mode == "trained":            # before the BatchNorm calibration: later layers bound what it plants
         wrapped.planted = apply_trained_ranges(model, lambda: wrapped(*args))    # for zoo/planted.py
+    if mode == "library":            # the library's own BatchNorm statistics too
+        return wrapped, args
     try:                             # eight draws in one batch: statistics over more than a few positions
         calibrate_batch_norms(model, lambda: wrapped(*_calibration_inputs(args, 8)))
     except Exception:                # noqa: BLE001 - a model fixed to its example's batch: one draw

@@ -36,7 +36,7 @@ from pathlib import Path
 from litert_gpu_toolkit.core.arguments import seconds  # the toolkit's timeout type: finite, >= 10 s
 
 from .guard import describe, regressions
-from .models import HELD_OUT, LIBRARIES, ROWS, ZOO
+from .models import CALL_ROWS, HELD_OUT, LIBRARIES, ROWS, ZOO
 from .rows import load_results, save_results
 from .runner import TIMEOUT_S, environment, run_isolated
 from .weights import ACTIVATIONS, ACTIVATIONS_ENV
@@ -65,10 +65,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", default="", help="comma-separated row names (see --list)")
     p.add_argument("--held-out", action="store_true", help="run the held-out rows (litert_zoo/models/held_out.py: "
                    "architectures the toolkit was not developed on) instead; --out defaults to zoo/held_out")
+    p.add_argument("--calls", action="store_true", help="run every text row called each way users call it "
+                   "(litert_zoo/models/calls.py: input_ids only / + attention_mask / every input, batch 1 and 2) "
+                   "instead; --only and --fast pick the text rows; --out defaults to zoo/calls")
     p.add_argument("--activations", choices=ACTIVATIONS, default="o1",
                    help="o1: weights redrawn so activations are O(1) (default); trained: the same, then trained "
                         "ranges planted (outlier stream channels x400, large BatchNorm channels, tiny layer scales; "
-                        "litert_zoo/weights.py); --out then defaults to a trained/ folder beside the o1 results")
+                        "litert_zoo/weights.py); --out then defaults to a trained/ folder beside the o1 results; "
+                        "library: the library's own initialisation, untouched (--out: a library_init/ folder)")
     p.add_argument("--rerun", action="store_true", help="redo rows already in results.json (default: resume)")
     p.add_argument("--jobs", type=int, default=1, help="rows converted at once (default %(default)s)")
     p.add_argument("--baseline", type=Path, help="results.json the guard compares with "
@@ -86,6 +90,12 @@ def _split(text: str) -> list[str]:
 def _select(args) -> list[str]:
     if args.held_out:
         return list(HELD_OUT)
+    if args.calls:
+        base = [m.name for m in ROWS if m.domain == "text" and (m.fast or not args.fast)]
+        base = [n for n in base if n in _split(args.only)] if args.only else base
+        if args.only and not base:
+            raise SystemExit(_usage(f"no text rows among --only {args.only} (see --list)"))
+        return [n for n in CALL_ROWS if n.split("@")[0] in base]
     names = [m.name for m in ROWS if m.fast or not args.fast]
     if args.library:
         libs = _split(args.library)
@@ -142,15 +152,24 @@ def _report(bar, text: str) -> None:
         print(text, flush=True)
 
 
+def _write_table(args, rows, env) -> None:
+    if args.calls:
+        from .models.calls import write_matrix
+
+        write_matrix(args.out, rows, env)
+    else:
+        write_readme(args.out, rows, env, args.held_out)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.out == DEFAULT_OUT:
-        args.out = DEFAULT_OUT / "held_out" if args.held_out else DEFAULT_OUT
-        args.out = args.out / "trained" if args.activations == "trained" else args.out
+        args.out = DEFAULT_OUT / ("held_out" if args.held_out else "calls" if args.calls else "")
+        args.out = args.out / {"trained": "trained", "library": "library_init"}.get(args.activations, "")
     import os
 
     os.environ[ACTIVATIONS_ENV] = args.activations     # the rows' child processes build in this mode
     if args.list:
-        for m in (HELD_OUT.values() if args.held_out else ROWS):
+        for m in (HELD_OUT.values() if args.held_out else CALL_ROWS.values() if args.calls else ROWS):
             print(f"{m.name:32s} {m.library:12s} {m.domain:12s}{' (fast)' if m.fast else ''}")
         return 0
     results = args.out / "results.json"
@@ -165,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
             return _usage(problem)
         if not rows:
             return _usage(f"no results in {results}; run the zoo first")
-        write_readme(args.out, rows, env, args.held_out)
+        _write_table(args, rows, env)
         print(f"wrote {args.out / 'README.md'}")
         return 0
     names = _select(args)
@@ -187,8 +206,8 @@ def run(args: argparse.Namespace) -> int:
             row = fut.result()
             with lock:
                 rows[row.name] = row
-                save_results(results, rows, env, list(ZOO))
-                write_readme(args.out, rows, env, args.held_out)
+                save_results(results, rows, env, list(CALL_ROWS if args.calls else ZOO))
+                _write_table(args, rows, env)
             g = row.gpu
             _report(bar, f"{row.name}: plain {row.plain.verdict if row.plain else '-'}, convert_for_gpu "
                     f"{g.verdict if g else '-'} corr {_fmt_corr(g.corr_fp16 if g else None)} {row.seconds:.0f}s "

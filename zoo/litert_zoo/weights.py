@@ -58,7 +58,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-ACTIVATIONS = ("o1", "trained")
+ACTIVATIONS = ("o1", "trained", "library")    # library: the library's own initialisation, untouched
 ACTIVATIONS_ENV = "LITERT_ZOO_ACTIVATIONS"      # how the zoo's child processes learn the mode
 STREAM_OUTLIER = 400.0      # scale of a residual stream's outlier channels
 BN_OUTLIER = (4.0, 2.0)     # (weight factor, bias) of one BatchNorm channel in BN_EVERY (measured: see above)
@@ -110,7 +110,10 @@ def _seeded(build: Callable) -> Callable:
 
 def redraw_weights(model, seed: int = 0, activations: str = "o1") -> None:
     """Redraw `model`'s weights in place so activations are O(1) (see the module docstring); `activations=
-    "trained"` draws layer scales log-uniform in LAYER_SCALE_RANGE instead (the rest is `apply_trained_ranges`)."""
+    "trained"` draws layer scales log-uniform in LAYER_SCALE_RANGE instead (the rest is `apply_trained_ranges`);
+    `activations="library"` leaves the library's own initialisation as it is (how a user first tries a model)."""
+    if activations == "library":
+        return
     import torch
     from torch import nn
 
