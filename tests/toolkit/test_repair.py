@@ -119,6 +119,30 @@ def test_convert_for_gpu_bisects_and_repairs_fp16_loss(gpu, tmp_path, measured):
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")], "scratch files left behind"
 
 
+def test_by_position_calls_the_module_by_keyword():
+    from litert_gpu_toolkit.convert.repair import by_position
+
+    class Kw(torch.nn.Module):
+        def forward(self, a, *, scale, shift):
+            return a * scale + shift
+
+    a, scale, shift = torch.randn(3), torch.randn(3), torch.randn(3)
+    wrapped = by_position(Kw(), 1, ("scale", "shift"))
+    assert torch.equal(wrapped(a, scale, shift), a * scale + shift)
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_a_model_called_by_keyword_is_diagnosed_too(gpu, tmp_path):
+    """The same fp16 loss as above, the model called `model(x=...)` as users call HF models: bisect runs (it feeds
+    its taps positionally, through `by_position`) and the repair is found."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 256, 256) * 4
+    result = convert_for_gpu(Cancel().eval(), {"x": x}, tmp_path / "m.tflite", diagnose_budget_s=600)
+    assert result.diagnosis is not None, result.summary()
+    assert result.diagnosis.diagnosis == "degraded" and result.repaired == ["patch_split_k"], result.summary()
+
+
 class _FakeJob:
     """convert._Job's surface that `_attempts` uses: canned results per attempt label."""
 

@@ -18,6 +18,23 @@ from .result import ConvertResult, describe, quality
 from ..core.quiet import stage
 
 
+def by_position(module, n_args: int, names: tuple[str, ...]):
+    """`module` called as `module(*args, **dict(zip(names, rest)))` from positional inputs `(*args, *rest)`: how
+    bisect, which feeds each tap positionally, runs a model its user calls by keyword (`input_ids=...`). The
+    module is held as `model`, so the bisect's block names read `model.<block>`."""
+    import torch
+
+    class ByPosition(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = module
+
+        def forward(self, *xs):
+            return self.model(*xs[:n_args], **dict(zip(names, xs[n_args:])))
+
+    return ByPosition()
+
+
 def diagnose_and_repair(job, best: ConvertResult, path: Path, try_path, excluded: set, dropped: dict,
                         budget_s: float) -> ConvertResult:
     """Bisect the model behind `best` within `budget_s` seconds, attach the report, try the matching rewrites.
@@ -31,9 +48,6 @@ def diagnose_and_repair(job, best: ConvertResult, path: Path, try_path, excluded
         job.log.append("diagnosis: skipped (several signatures)")
         return best
     args, kw = next(iter(job.parsed.values()))
-    if kw:
-        job.log.append("diagnosis: skipped (keyword inputs; bisect taps positional inputs)")
-        return best
     plain = not best.changes
     stage(f"{best.verdict} at full residency: bisecting to find where the numbers go wrong "
           f"(budget {budget_s:.0f} s)")
@@ -42,6 +56,9 @@ def diagnose_and_repair(job, best: ConvertResult, path: Path, try_path, excluded
             model = runnable = job._copy()
         else:
             model, runnable, _ = job._rewrite(set(excluded) | set(dropped), True, None)
+        if kw:                                           # bisect feeds its taps positionally
+            model, runnable = (by_position(m, len(args), tuple(kw)) for m in (model, runnable))
+            args = (*args, *kw.values())
         report = bisect(model, args, forward=runnable, budget_s=budget_s, progress=False,
                         timeout=max(60.0, budget_s))
     except Exception as e:                               # noqa: BLE001 - a diagnosis never breaks the conversion
