@@ -313,3 +313,32 @@ def test_the_pass_alone_takes_the_users_bert_call_onto_the_gpu(gpu, tmp_path):
     assert result.ok, result.summary()
     assert not {"BROADCAST_TO", "GATHER_ND", "LOGICAL_AND", "SELECT_V2"} & set(
         read_model_info(tmp_path / "bert.tflite").op_histogram())
+
+
+class ConstantLeftMatmul(torch.nn.Module):
+    """A learned table on the left of a batched matmul (the GPU takes a constant only on the right)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.randn(2, 16, 16, generator=torch.Generator().manual_seed(5)))
+
+    def forward(self, x):                                   # x [2, 16, 32]
+        return torch.bmm(self.table, x)
+
+
+def test_a_constant_left_matmul_runs_transposed():
+    m, x = ConstantLeftMatmul().eval(), torch.randn(2, 16, 32)
+    legal = legalize(m, (x,))
+    assert any("constant left operand" in d for d in legal.done), legal.done
+    # bound: fp32 rounding (the same dot products; the order of the sum may differ)
+    torch.testing.assert_close(legal.module(x), m(x), rtol=1e-5, atol=1e-5)
+
+
+def test_the_transposed_matmul_runs_on_the_gpu_where_the_plain_one_is_rejected(gpu, tmp_path):
+    x = torch.randn(2, 16, 32)
+    plain = convert_for_gpu(ConstantLeftMatmul().eval(), (x,), tmp_path / "p.tflite", patches=False,
+                            diagnose_budget_s=0)
+    assert plain.verdict == "FALLBACK", plain.summary()          # BATCH_MATMUL rejected
+    fixed = convert_for_gpu(ConstantLeftMatmul().eval(), (x,), tmp_path / "m.tflite", only=("legalize",),
+                            fallback=False, diagnose_budget_s=0)
+    assert fixed.ok, fixed.summary()
