@@ -371,3 +371,37 @@ def test_channels_first_layernorm_on_software_gpu(gpu, tmp_path):
     assert run.min_corr() >= 0.999
     ops = run.info.op_histogram()
     assert ops.get("TRANSPOSE", 0) <= 1, ops        # the permute pair around the first norm is gone
+
+
+class _ZeroedRows(nn.Module):
+    """ESM's padding: embeddings zeroed where the mask is 0, then a LayerNorm with BERT's eps 1e-12."""
+
+    def __init__(self, norm):
+        super().__init__()
+        self.norm = norm
+
+    def forward(self, x, keep):                              # keep [1, S, 1] in {0, 1}
+        return self.norm(x * keep)
+
+
+def test_an_all_zero_row_stays_zero_in_torch():
+    for norm in (SafeLayerNorm(nn.LayerNorm(32, eps=1e-12)), SafeRMSNorm(torch.ones(32), 1e-12)):
+        x = torch.randn(1, 6, 32)
+        keep = torch.tensor([1.0] * 4 + [0.0] * 2).view(1, 6, 1)
+        out = _ZeroedRows(norm)(x, keep)
+        assert torch.equal(out[:, 4:], torch.zeros_like(out[:, 4:]))    # as nn.LayerNorm: 0 / sqrt(eps) = 0
+        if isinstance(norm, SafeLayerNorm):                             # bound: fp32 rounding, as before the guard
+            torch.testing.assert_close(out, nn.functional.layer_norm(x * keep, (32,), eps=1e-12),
+                                       rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.gpu
+def test_an_all_zero_row_with_a_tiny_eps_is_finite_on_the_fp16_gpu(gpu, tmp_path):
+    """Measured on the software GPU before the guard: the zero rows came back NaN (1e-12 is 0 in fp16, and
+    rsqrt(0) * 0 is NaN), which made ESM with a padded batch NUMERICS_FAIL at full residency."""
+    torch.manual_seed(0)
+    model = _ZeroedRows(SafeLayerNorm(nn.LayerNorm(32, eps=1e-12))).eval()
+    x, keep = torch.randn(1, 6, 32), torch.tensor([1.0] * 4 + [0.0] * 2).view(1, 6, 1)
+    result = gpu_vs_torch(model, (x, keep), tmp_path / "zero_rows.tflite")
+    assert result.ok and all(c.nonfinite == 0 for c in result.comparisons), result.summary()
+    assert result.min_corr() > 0.999, result.summary()

@@ -16,7 +16,9 @@ The rewrites stay in a down-scaled domain:
     out = xs * rsqrt(mean(xs^2) + eps / S^2)                (RMSNorm)
 
 which equals the original formula exactly in real arithmetic for any S > 0 (the epsilon is
-scaled with the data). The variance is never multiplied back by S^2, so no intermediate exceeds
+scaled with the data). A denominator that is exactly 0 (an all-zero row with an eps fp16 cannot hold) gets
+2^-24 added, so the row stays 0 instead of 0 * inf = NaN (`_nonzero`; no effect in fp32). The
+variance is never multiplied back by S^2, so no intermediate exceeds
 4 * (number of reduced elements) and nothing ever exceeds max|x|. eps / S^2 is computed as
 (sqrt(eps) / S)^2, which can underflow to 0 but never overflow. In torch fp32 the result agrees
 with the original module to a few fp32 ulps of the output (tests use 2e-5 absolute on unit-scale
@@ -158,6 +160,17 @@ def _scaled_eps(eps: float, s: torch.Tensor, distinct: bool = False) -> torch.Te
     return e * e
 
 
+FP16_TINY = 2.0 ** -24          # fp16's smallest positive (subnormal) value
+
+
+def _nonzero(den: torch.Tensor) -> torch.Tensor:
+    """`den` + 2^-24 where it is exactly 0. An all-zero row (padding that a model zeroes, ESM's masked
+    embeddings) has variance 0, and an eps below 2^-24 (BERT's and ESM's 1e-12) is 0 in fp16, so the GPU's
+    rsqrt(0) = inf times the row's zeros gave NaN; with the guard it is 0 * 4096 = 0, as in fp32. In fp32 `den`
+    is never 0 (eps / S^2 > 0), so the result is unchanged there."""
+    return den + (den == 0).to(den.dtype) * FP16_TINY
+
+
 def _second_copy(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     """x / S computed a second way (x * (1 / S)): equal to `x / s` within one fp32 rounding, but a
     different tensor in the graph, so `xs * _second_copy(x, s)` is a square with two inputs."""
@@ -173,7 +186,7 @@ def _normalise(x: torch.Tensor, dims, eps: float, hierarchical: bool, distinct: 
     mu = mean(xs)
     d = xs - mu
     var = mean(d * (_second_copy(x, s) - mu) if distinct else d * d)
-    return d * torch.rsqrt(var + _scaled_eps(eps, s, distinct))
+    return d * torch.rsqrt(_nonzero(var + _scaled_eps(eps, s, distinct)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,7 +248,7 @@ class SafeRMSNorm(nn.Module):
         xs = x / s
         sq = xs * _second_copy(x, s) if self.distinct_squares else xs * xs
         ms = hierarchical_mean(sq, dims) if self.hierarchical else sq.mean(dim=dims, keepdim=True)
-        y = xs * torch.rsqrt(ms + _scaled_eps(self.eps, s, self.distinct_squares))
+        y = xs * torch.rsqrt(_nonzero(ms + _scaled_eps(self.eps, s, self.distinct_squares)))
         if self.weight is not None:
             y = y * (self.weight + self.offset if self.offset else self.weight)
         return y
