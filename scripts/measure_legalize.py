@@ -53,10 +53,10 @@ def _latency_ms(path: Path, repeats: int) -> float | None:
 def measure_row(name: str, work: Path, repeats: int) -> dict:
     from litert_gpu_toolkit import convert_for_gpu
     from litert_gpu_toolkit.core.model_info import read_model_info
-    from litert_zoo.runner import ZOO, _toolkit_commit
+    from litert_zoo.runner import ZOO
 
     model, inputs = ZOO[name].build()
-    row = {"model": name, "library": ZOO[name].library, "toolkit_commit": _toolkit_commit()}
+    row = {"model": name, "library": ZOO[name].library}
     for mode, options in MODES.items():
         t0 = time.perf_counter()
         path = work / f"{name}_{mode}.tflite"
@@ -87,8 +87,10 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=20, help="timed runs per file (median; default %(default)s)")
     p.add_argument("--record", action="store_true", help=f"write {OUT.relative_to(ROOT)}")
     args = p.parse_args(argv)
-    from litert_zoo.runner import ZOO
+    from litert_zoo.runner import ZOO, _toolkit_commit
 
+    import litert_gpu_toolkit.legalize  # noqa: F401 - loaded now: the commit below is the code every row runs
+    commit = _toolkit_commit()
     names = [n for n in args.only.split(",") if n] or [n for n, m in ZOO.items() if m.fast]
     unknown = [n for n in names if n not in ZOO]
     if unknown:
@@ -106,7 +108,7 @@ def main(argv=None) -> int:
 
         device = f"{', '.join(sorted(ADAPTERS)) or 'no GPU run'}, ai-edge-litert {runtime_version()}"
         OUT.write_text(json.dumps({"command": "scripts/measure_legalize.py " + " ".join(argv or sys.argv[1:]),
-                                   "device": device, "rows": rows}, indent=1) + "\n")
+                                   "device": device, "toolkit_commit": commit, "rows": rows}, indent=1) + "\n")
         print(f"wrote {OUT.relative_to(ROOT)}")
     return 0
 
