@@ -268,8 +268,9 @@ def write_readme(folder: Path, data: dict) -> None:
         + ", ".join(f"{k} {v}" for k, v in (data.get("environment") or {}).items()
                     if k in ("litert-torch", "torch", "transformers", "timm", "torchvision") and v)
         + ". Toolkit commit measured: " + (", ".join(f"{c} ({k} steps)" for c, k in commits.items()) or "-")
-        + (f". Working tree when the run started: {data['dirty_at_start']}" if data.get("dirty_at_start") else "")
-        + ".",
+        + (f". Files that differed from it when the run started: {data['dirty_at_start']}"
+           if data.get("dirty_at_start") else ": no file differed from it when the run started")
+        + f". Run {data.get('started', '?')} to {data.get('finished', '(not finished)')}.",
         "",
         f"**convert_for_gpu: {len(conv_pass)}/{len(conv_run)} PASS** of the rows run ({len(names)} named, "
         f"{len(names) - len(conv_run)} not run). **export --task: {len(exp_pass)}/{len(exp_run)} PASS** (exit 0) "
