@@ -50,6 +50,7 @@ from litert_zoo.rows import scrub  # noqa: E402
 DEFAULT_OUT = ROOT / "zoo" / "held_out_41"
 DEVICE = "llvmpipe (software Vulkan), ai-edge-litert 2.3.0"
 NOT_RUN = "NOT_RUN"
+WEAK_SHARE = 0.05                  # the zoo's line: below it a PASS barely sees the network's arithmetic
 EXPORT_PYTHON = ROOT / ".venv" / "bin" / "python"
 
 
@@ -276,31 +277,45 @@ def write_readme(folder: Path, data: dict) -> None:
         f"{len(names) - len(conv_run)} not run). **export --task: {len(exp_pass)}/{len(exp_run)} PASS** (exit 0) "
         f"of the rows run ({len(exp_named)} Hugging Face rows have a task, {len(exp_named) - len(exp_run)} not run).",
         "",
-        "| row | library | convert_for_gpu | residency | min corr (fp16, fp32) | plain | export task | export exit "
-        "| export verdict | seconds (convert + export) | why not PASS |",
-        "|---|---|---|---|---:|---|---|---:|---|---:|---|",
+        "| row | library | convert_for_gpu | residency | min corr (fp16, fp32) | input share | plain | export task "
+        "| export exit | export verdict | seconds (convert + export) |",
+        "|---|---|---|---|---:|---:|---|---|---:|---|---:|",
     ]
+    why, weak = [], []
     for n in names:
         r = rows.get(n, {})
         c, e = r.get("convert") or {}, r.get("export") or {}
         task = e.get("task") or EXPORT.get(n, "-")
-        why = []
-        if c and c.get("verdict") not in ("PASS",):
-            why.append(f"convert: {c.get('reason') or c.get('verdict')}")
-        if e and e.get("verdict") != "PASS":
-            why.append(f"export: {e.get('reason') or e.get('verdict')}")
         secs = "+".join(f"{s.get('seconds', 0):.0f}" for s in (c, e) if s and _done(s))
-        res = (c.get("residency") or "-").replace(" (strict GPU)", "")
+        res = (c.get("residency") or "-").replace("GPU residency: ", "").replace(" (strict GPU)", "")
+        share = c.get("input_share")
+        if c.get("verdict") == "PASS" and share is not None and share < WEAK_SHARE:
+            weak.append(f"{n} ({share:.1%})")
         lines.append(
             f"| {n} | {r.get('library', EVERY[n].library if n in EVERY else '-')} | {c.get('verdict', NOT_RUN)} "
-            f"| {res} | {_fmt(c.get('min_corr'))} | {c.get('plain_verdict', '-')} | {task} "
+            f"| {res} | {_fmt(c.get('min_corr'))} | {_fmt(share, 3)} | {c.get('plain_verdict', '-')} | {task} "
             f"| {'-' if not e or e.get('exit_code') is None else e['exit_code']} "
-            f"| {e.get('verdict', NOT_RUN) if task != '-' else '-'} | {secs or '-'} "
-            f"| {' / '.join(why)[:400].replace('|', '/')} |")
+            f"| {e.get('verdict', NOT_RUN) if task != '-' else '-'} | {secs or '-'} |")
+        reasons = []
+        if c and c.get("verdict") != "PASS":
+            reasons.append(f"convert_for_gpu {c.get('verdict')}: {c.get('reason') or '-'}")
+            if c.get("plain_reason"):
+                reasons.append(f"plain {c.get('plain_verdict')}: {c['plain_reason']}")
+            reasons += [a for a in c.get("attempts", []) if a.startswith(("diagnosis", "legalize"))][:2]
+        if e and e.get("verdict") != "PASS":
+            reasons.append(f"export --task {task} exit {e.get('exit_code')}, {e.get('verdict')}: "
+                           f"{e.get('reason') or '-'}")
+        if reasons:
+            why.append(f"- **{n}**: " + "; ".join(x.replace("|", "/").replace("\n", " ") for x in reasons))
     lines += ["", "Columns: *min corr* = the lower of the strict-GPU fp16 and fp32 output correlations with torch "
-              "(every output; `-` when the file did not run GPU-only); *plain* = `convert_for_gpu(..., "
+              "(every output; `-` when the file did not run GPU-only); *input share* = how much of the output the "
+              "input drives (the zoo's measure; below 5% a PASS is a weak check); *plain* = `convert_for_gpu(..., "
               "patches=False)`, run by the zoo's runner only where the defaults do not PASS; *export verdict* = "
               "the verdicts in OUT/export.json (text-generation has two graphs: prefill and decode).", ""]
+    if weak:
+        lines += [f"Weak checks among the PASS rows (the input drives under 5% of the output): {', '.join(weak)}.", ""]
+    if why:
+        lines += ["## Why not PASS, as printed", "", *why, ""]
     write_text_atomic(folder / "README.md", "\n".join(lines))
 
 
