@@ -342,3 +342,29 @@ def test_the_transposed_matmul_runs_on_the_gpu_where_the_plain_one_is_rejected(g
     fixed = convert_for_gpu(ConstantLeftMatmul().eval(), (x,), tmp_path / "m.tflite", only=("legalize",),
                             fallback=False, diagnose_budget_s=0)
     assert fixed.ok, fixed.summary()
+
+
+class PyramidPool(torch.nn.Module):
+    """PSPNet / UperNet's pyramid: adaptive average pools to 1, 2, 3 and 6 cells of a 16 x 16 map, upsampled back."""
+
+    def forward(self, x):                                   # x [1, C, 16, 16]
+        outs = [F.interpolate(F.adaptive_avg_pool2d(x, s), size=x.shape[-2:], mode="bilinear", align_corners=False)
+                for s in (1, 2, 3, 6)]
+        return torch.cat([x, *outs], dim=1)
+
+
+def test_uneven_adaptive_pools_become_means_of_slices():
+    m, x = PyramidPool().eval(), torch.randn(1, 4, 16, 16)
+    legal = legalize(m, (x,))
+    assert any("uneven cells" in d for d in legal.done), legal.done
+    torch.testing.assert_close(legal.module(x), m(x), rtol=1e-5, atol=1e-6)   # bound: fp32 rounding
+
+
+def test_the_pyramid_pool_runs_on_the_gpu(gpu, tmp_path):
+    """Plain: 9 op types rejected (rank-5 ADD, BROADCAST_TO, GATHER_ND, ...), 7/73 ops on the software GPU."""
+    x = torch.randn(1, 4, 16, 16)
+    plain = convert_for_gpu(PyramidPool().eval(), (x,), tmp_path / "p.tflite", patches=False, diagnose_budget_s=0)
+    assert plain.verdict == "FALLBACK", plain.summary()
+    result = convert_for_gpu(PyramidPool().eval(), (x,), tmp_path / "m.tflite", only=("legalize",),
+                             fallback=False, diagnose_budget_s=0)
+    assert result.ok, result.summary()
