@@ -368,3 +368,31 @@ def test_the_pyramid_pool_runs_on_the_gpu(gpu, tmp_path):
     result = convert_for_gpu(PyramidPool().eval(), (x,), tmp_path / "m.tflite", only=("legalize",),
                              fallback=False, diagnose_budget_s=0)
     assert result.ok, result.summary()
+
+
+class PositionTable(torch.nn.Module):
+    """GPT-J's rotary table read at runtime positions: a constant [N, D] table indexed by position_ids."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.randn(64, 8, generator=torch.Generator().manual_seed(7)))
+
+    def forward(self, x, position_ids):                     # x [B, S, 8], position_ids [B, S]
+        return x * self.table[position_ids]
+
+
+def test_a_constant_table_read_at_runtime_ids_becomes_an_embedding_lookup():
+    m, x, pos = PositionTable().eval(), torch.randn(1, 1, 8), torch.tensor([[37]])
+    legal = legalize(m, (x, pos))
+    assert aten.index.Tensor not in _targets(legal) and aten.embedding.default in _targets(legal), legal.done
+    assert torch.equal(legal.module(x, pos), m(x, pos))    # bound: bit-exact for ids in [0, N)
+
+
+def test_the_lookup_runs_on_the_gpu(gpu, tmp_path):
+    x, pos = torch.randn(1, 1, 8), torch.tensor([[37]])
+    plain = convert_for_gpu(PositionTable().eval(), (x, pos), tmp_path / "p.tflite", patches=False,
+                            diagnose_budget_s=0)
+    assert plain.verdict == "FALLBACK", plain.summary()                # GATHER_ND
+    result = convert_for_gpu(PositionTable().eval(), (x, pos), tmp_path / "m.tflite", only=("legalize",),
+                             fallback=False, diagnose_budget_s=0)
+    assert result.ok, result.summary()

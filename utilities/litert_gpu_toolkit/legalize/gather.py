@@ -7,6 +7,11 @@ tensor; and `x[i0, i1, ...]` with several constant index tensors on the leading 
 `padding_mask[batch_idx, kv_idx]`, its indices broadcast to [B, 1, 1, S]): the leading axes are flattened, the
 broadcast indices become one flat index, and its runs are slices of the flattened tensor, viewed to the result's
 shape. At most `MAX_RUNS` runs: a lookup with more scattered indices stays a gather and is named.
+
+The other way round -- a constant table indexed by runtime ids on its first axis (GPT-J's
+`embed_positions[position_ids]`, a learned bias table read at runtime positions) -- is a true lookup: it becomes
+the embedding lookup the GPU takes (EMBEDDING_LOOKUP; the table flattened to 2-D first). Bit-exact for ids in
+[0, N), the range an embedding accepts (a negative id, which indexing wraps, is outside it).
 """
 from __future__ import annotations
 
@@ -77,8 +82,47 @@ def _flattened_gather(graph, n, flat, k: int):
         return graph.call_function(_aten.reshape.default, (out, list(shape(n))))
 
 
+def _table_and_ids(n, const):
+    """(constant table, runtime ids) of a lookup on the table's first axis, or None."""
+    if n.target is _aten.index.Tensor and len(n.args[1]) == 1:
+        table, ids = n.args[0], n.args[1][0]
+    elif n.target is _aten.index_select.default and n.args[1] == 0:
+        table, ids = n.args[0], n.args[2]
+    else:
+        return None
+    v = ids.meta.get("val") if isinstance(ids, torch.fx.Node) else None
+    if table not in const or ids in const or not isinstance(v, torch.Tensor) or v.dtype.is_floating_point \
+            or v.dtype is torch.bool or shape(table) is None or len(shape(table)) < 2:
+        return None
+    return table, ids
+
+
+def _lookups(gm: torch.fx.GraphModule) -> int:
+    from .constants import constant_nodes
+
+    graph = gm.graph
+    const = constant_nodes(graph)
+    done = 0
+    for n in list(graph.nodes):
+        if n.op != "call_function" or not n.users or shape(n) is None:
+            continue
+        found = _table_and_ids(n, const)
+        if found is None:
+            continue
+        table, ids = found
+        dims = shape(table)
+        with graph.inserting_before(n):
+            flat = graph.call_function(_aten.reshape.default, (table, [dims[0], -1]))
+            rows = graph.call_function(_aten.embedding.default, (flat, ids))
+            out = graph.call_function(_aten.reshape.default, (rows, list(shape(n))))
+        n.replace_all_uses_with(out)
+        done += 1
+    return done
+
+
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
+    lookups = _lookups(gm)
     done, left = 0, []
     for n in list(graph.nodes):
         if n.op != "call_function" or not n.users:
@@ -109,4 +153,5 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
             out = parts[0] if len(parts) == 1 else graph.call_function(_aten.cat.default, (parts, axis))
         n.replace_all_uses_with(out)
         done += 1
-    return ([f"gather with constant indices -> slices x{done} (bit-exact)"] if done else []), left
+    return ([f"gather with constant indices -> slices x{done} (bit-exact)"] * bool(done)
+            + [f"constant table read at runtime ids -> embedding lookup x{lookups} (bit-exact)"] * bool(lookups)), left
