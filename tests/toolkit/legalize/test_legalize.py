@@ -396,3 +396,32 @@ def test_the_lookup_runs_on_the_gpu(gpu, tmp_path):
     result = convert_for_gpu(PositionTable().eval(), (x, pos), tmp_path / "m.tflite", only=("legalize",),
                              fallback=False, diagnose_budget_s=0)
     assert result.ok, result.summary()
+
+
+class RelativeGather(torch.nn.Module):
+    """DeBERTa's content-to-position gather: scores over 2k relative buckets gathered at (q - k + span)."""
+
+    def __init__(self, s: int = 6, span: int = 4):
+        super().__init__()
+        rel = torch.arange(s)[:, None] - torch.arange(s)[None, :]
+        self.register_buffer("idx", (rel + span).clamp(0, 2 * span - 1)[None, None].expand(2, 3, s, s).clone())
+
+    def forward(self, c2p):                                  # c2p [B, H, S, 2 * span]
+        return torch.gather(c2p, -1, self.idx) * 2
+
+
+def test_a_gather_by_constant_relative_positions_becomes_a_one_hot_matmul():
+    m, x = RelativeGather().eval(), torch.randn(2, 3, 6, 8)
+    legal = legalize(m, (x,))
+    assert aten.gather.default not in _targets(legal) and any("one-hot" in d for d in legal.done), legal.done
+    assert torch.equal(legal.module(x), m(x))              # bound: bit-exact for finite values (x * 1 + zeros)
+
+
+def test_the_one_hot_gather_runs_on_the_gpu(gpu, tmp_path):
+    x = torch.randn(2, 3, 6, 8)
+    plain = convert_for_gpu(RelativeGather().eval(), (x,), tmp_path / "p.tflite", patches=False,
+                            diagnose_budget_s=0)
+    assert plain.verdict == "FALLBACK", plain.summary()                # GATHER_ND
+    result = convert_for_gpu(RelativeGather().eval(), (x,), tmp_path / "m.tflite", only=("legalize",),
+                             fallback=False, diagnose_budget_s=0)
+    assert result.ok, result.summary()

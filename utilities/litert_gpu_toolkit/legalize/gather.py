@@ -15,6 +15,8 @@ the embedding lookup the GPU takes (EMBEDDING_LOOKUP; the table flattened to 2-D
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .nodes import attr_value, shape, source_line
@@ -120,9 +122,51 @@ def _lookups(gm: torch.fx.GraphModule) -> int:
     return done
 
 
+def _onehot_gathers(gm: torch.fx.GraphModule) -> tuple[int, list[str]]:
+    """`torch.gather(x, -1, idx)` with a constant idx (DeBERTa's relative-position gathers: idx depends on the
+    query and key positions only) as a batched matmul with a constant one-hot right operand: the axes idx varies
+    along are the matmul's batch, the others fold into its rows. Each output is x * 1 plus exact zeros: bit-exact
+    for finite x. At most MAX_ELEMENTS one-hot entries; a larger one stays a gather and is named."""
+    from .constants import MAX_ELEMENTS
+
+    graph = gm.graph
+    done, left = 0, []
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target is not _aten.gather.default or not n.users:
+            continue
+        x, dim, idx_node = n.args[:3]
+        idx, dims = _constant(gm, idx_node), shape(x)
+        if idx is None or dims is None or dim % len(dims) != len(dims) - 1 or tuple(idx.shape[:-1]) != dims[:-1]:
+            continue
+        lead, r, k = dims[:-1], dims[-1], idx.shape[-1]
+        varying = [a for a in range(len(lead)) if not torch.equal(idx, idx.narrow(a, 0, 1).expand_as(idx))]
+        fixed = [a for a in range(len(lead)) if a not in varying]
+        nv = math.prod(lead[a] for a in varying)
+        if nv * r * k > MAX_ELEMENTS:
+            left.append(f"gather with a one-hot of {nv * r * k} entries ({source_line(n) or 'no source'})")
+            continue
+        small = idx[tuple(slice(None) if a in varying else slice(0, 1) for a in range(len(lead)))]
+        onehot = torch.nn.functional.one_hot(small.reshape(nv, k).long() % r, r).to(torch.float32)  # [nv, k, r]
+        name = f"_legal_onehot_{n.name}"
+        gm.register_buffer(name, onehot.transpose(1, 2).contiguous(), persistent=False)         # [nv, r, k]
+        perm = varying + fixed + [len(lead)]
+        call = graph.call_function
+        with graph.inserting_before(n):
+            xs = call(_aten.permute.default, (x, perm)) if perm != list(range(len(dims))) else x
+            xs = call(_aten.reshape.default, (xs, [nv, math.prod(lead[a] for a in fixed), r]))
+            y = call(_aten.bmm.default, (xs, graph.get_attr(name)))
+            y = call(_aten.reshape.default, (y, [lead[a] for a in varying] + [lead[a] for a in fixed] + [k]))
+            if perm != list(range(len(dims))):
+                y = call(_aten.permute.default, (y, [perm.index(a) for a in range(len(dims))]))
+        n.replace_all_uses_with(y)
+        done += 1
+    return done, left
+
+
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
     lookups = _lookups(gm)
+    onehots, left_onehot = _onehot_gathers(gm)
     done, left = 0, []
     for n in list(graph.nodes):
         if n.op != "call_function" or not n.users:
@@ -153,5 +197,8 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
             out = parts[0] if len(parts) == 1 else graph.call_function(_aten.cat.default, (parts, axis))
         n.replace_all_uses_with(out)
         done += 1
+    left += left_onehot
     return ([f"gather with constant indices -> slices x{done} (bit-exact)"] * bool(done)
+            + [f"gather along the last axis by constant indices -> one-hot batched matmul x{onehots} "
+               "(bit-exact for finite values)"] * bool(onehots)
             + [f"constant table read at runtime ids -> embedding lookup x{lookups} (bit-exact)"] * bool(lookups)), left
