@@ -425,3 +425,16 @@ def test_the_one_hot_gather_runs_on_the_gpu(gpu, tmp_path):
     result = convert_for_gpu(RelativeGather().eval(), (x,), tmp_path / "m.tflite", only=("legalize",),
                              fallback=False, diagnose_budget_s=0)
     assert result.ok, result.summary()
+
+
+def test_a_rule_that_raises_is_refused_not_a_crash(monkeypatch):
+    import types
+
+    from litert_gpu_toolkit.legalize import graph
+
+    def broken(gm):
+        raise RuntimeError("view size is not compatible")
+
+    monkeypatch.setattr(graph, "RULES", (types.SimpleNamespace(__name__="legalize.broken", apply=broken),))
+    with pytest.raises(NotLegal, match="RuntimeError in rule broken"):
+        legalize(RuntimeExpand().eval(), (torch.randn(2, 1, 7), torch.randn(2, 5, 7)))

@@ -70,12 +70,17 @@ def legalize(module, args: tuple, kwargs: dict | None = None) -> Legalized:
     except Exception as e:                            # noqa: BLE001 - the caller converts the module as it is
         raise NotLegal(f"torch.export failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
     out = Legalized(gm)
-    for rule in RULES:
-        done, left = rule.apply(gm)
-        out.done += done
-        out.left += left
-        if done:
-            _read_shapes(gm, args, kwargs)
+    try:
+        for rule in RULES:
+            done, left = rule.apply(gm)
+            out.done += done
+            out.left += left
+            if done:
+                _views_as_reshapes(gm.graph)
+                _read_shapes(gm, args, kwargs)
+    except Exception as e:                            # noqa: BLE001 - a rule's bug must not break the conversion
+        raise NotLegal(f"{type(e).__name__} in rule {rule.__name__.rsplit('.', 1)[-1]}: "
+                       f"{str(e).splitlines()[0][:200] if str(e) else ''}") from None
     while _drop_orphan_asserts(gm.graph) | gm.graph.eliminate_dead_code():
         pass                                          # a dropped value frees its inputs' asserts in turn
     gm.graph.lint()
@@ -103,6 +108,14 @@ def audit(graph: torch.fx.Graph) -> list[str]:
             what = "output" if {u.op for u in n.users} == {"output"} else "value"
             left.append(f"rank {len(dims)} {what} from {n.target} ({source_line(n) or 'no source'})")
     return left
+
+
+def _views_as_reshapes(graph: torch.fx.Graph) -> None:
+    """Every view a reshape: a rule may hand a view a transposed (non-contiguous) tensor, which torch's view
+    refuses and reshape copies; the converter makes a RESHAPE of either."""
+    for n in graph.nodes:
+        if n.op == "call_function" and n.target in (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default):
+            n.target = torch.ops.aten.reshape.default
 
 
 def _read_shapes(gm: torch.fx.GraphModule, args, kwargs) -> None:
