@@ -438,3 +438,30 @@ def test_a_rule_that_raises_is_refused_not_a_crash(monkeypatch):
     monkeypatch.setattr(graph, "RULES", (types.SimpleNamespace(__name__="legalize.broken", apply=broken),))
     with pytest.raises(NotLegal, match="RuntimeError in rule broken"):
         legalize(RuntimeExpand().eval(), (torch.randn(2, 1, 7), torch.randn(2, 5, 7)))
+
+
+class UnitSoftmax(torch.nn.Module):
+    """SwiftFormer's additive attention: a softmax of [B, N, 1] scores over the last axis (of size 1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.score = torch.nn.Linear(8, 1)
+
+    def forward(self, x):                                   # x [B, N, 8]
+        return torch.tanh(x * self.score(x).softmax(dim=-1))
+
+
+def test_a_softmax_over_one_element_is_one():
+    m, x = UnitSoftmax().eval(), torch.randn(1, 16, 8)
+    legal = legalize(m, (x,))
+    assert aten.softmax.int not in _targets(legal) and aten._softmax.default not in _targets(legal), legal.done
+    assert torch.equal(legal.module(x), m(x))              # bound: bit-exact (1 for finite scores)
+
+
+def test_the_unit_softmax_runs_on_the_gpu(gpu, tmp_path):
+    x = torch.randn(1, 16, 8)
+    plain = convert_for_gpu(UnitSoftmax().eval(), (x,), tmp_path / "p.tflite", patches=False, diagnose_budget_s=0)
+    assert plain.verdict == "FALLBACK", plain.summary()                # DIV with identical inputs
+    result = convert_for_gpu(UnitSoftmax().eval(), (x,), tmp_path / "m.tflite", only=("legalize",),
+                             fallback=False, diagnose_budget_s=0)
+    assert result.ok, result.summary()
