@@ -465,3 +465,34 @@ def test_the_unit_softmax_runs_on_the_gpu(gpu, tmp_path):
     result = convert_for_gpu(UnitSoftmax().eval(), (x,), tmp_path / "m.tflite", only=("legalize",),
                              fallback=False, diagnose_budget_s=0)
     assert result.ok, result.summary()
+
+
+class BroadcastMatmul(torch.nn.Module):
+    """DeBERTa's content-to-position scores: a batch of queries times position keys shared by the batch, and the
+    transposed case (a shared table on the left of a batch)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("pos_key", torch.randn(1, 4, 8, 32, generator=torch.Generator().manual_seed(9)))
+        self.register_buffer("table", torch.randn(1, 4, 16, 8, generator=torch.Generator().manual_seed(10)))
+
+    def forward(self, q, k):                                # q [B, 4, 16, 8], k [B, 4, 8, 5]
+        return torch.matmul(q, self.pos_key) * 2, torch.matmul(self.table, k) * 2
+
+
+def test_a_matmul_whose_batch_broadcasts_is_folded_into_rows_or_columns():
+    m, q, k = BroadcastMatmul().eval(), torch.randn(2, 4, 16, 8), torch.randn(2, 4, 8, 5)
+    legal = legalize(m, (q, k))
+    assert any("batch axes broadcast" in d for d in legal.done), legal.done
+    for got, want in zip(legal.module(q, k), m(q, k)):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)      # bound: fp32 rounding
+
+
+def test_the_folded_matmuls_run_on_the_gpu(gpu, tmp_path):
+    q, k = torch.randn(2, 4, 16, 8), torch.randn(2, 4, 8, 5)
+    plain = convert_for_gpu(BroadcastMatmul().eval(), (q, k), tmp_path / "p.tflite", patches=False,
+                            diagnose_budget_s=0)
+    assert plain.verdict == "FALLBACK", plain.summary()                # BROADCAST_TO, BATCH_MATMUL
+    result = convert_for_gpu(BroadcastMatmul().eval(), (q, k), tmp_path / "m.tflite", only=("legalize",),
+                             fallback=False, diagnose_budget_s=0)
+    assert result.ok, result.summary()

@@ -7,8 +7,15 @@ table in an einsum torch orders constant-first) and from rewrites and folds (a o
 C @ X is written (X^T @ C^T)^T: the constant transposed once at export (the converter folds it), the runtime
 operand transposed on its last two axes. The same dot products of the same vectors: equal to fp32 rounding (the
 kernel may sum in another order).
+
+A matmul whose batch axes broadcast (DeBERTa's `query [B, H, S, d] @ pos_key^T [1, H, d, R]`) gets a BROADCAST_TO
+of the smaller operand from the converter, which the GPU refuses. The axes only the left operand has are moved
+into its rows (an [H, B * S, d] @ [H, d, R] product), or those only the right one has into its columns; the
+result is viewed and permuted back. The same dot products: equal to fp32 rounding.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -19,15 +26,60 @@ _aten = torch.ops.aten
 _MATMUL = {_aten.matmul.default, _aten.bmm.default, _aten.mm.default}
 
 
+def _unbroadcast(graph, n) -> torch.fx.Node | None:
+    """The matmul `n` with its batch broadcast folded into rows or columns, or None when it has none to fold."""
+    a, b = n.args[:2]
+    da, db, out = shape(a), shape(b), shape(n)
+    if da is None or db is None or out is None or len(da) < 3 or len(db) < 3 or len(da) != len(db):
+        return None
+    batch = len(out) - 2
+    only_a = [i for i in range(batch) if da[i] > 1 and db[i] == 1]
+    only_b = [i for i in range(batch) if db[i] > 1 and da[i] == 1]
+    if bool(only_a) == bool(only_b):
+        return None                                   # nothing to fold, or both sides broadcast: left as it is
+    shared = [i for i in range(batch) if i not in only_a + only_b]
+    call = graph.call_function
+    rows = [out[i] for i in shared]
+    if only_a:
+        m, k = da[-2], da[-1]
+        x = call(_aten.permute.default, (a, shared + only_a + [batch, batch + 1]))
+        x = call(_aten.reshape.default, (x, rows + [math.prod(da[i] for i in only_a) * m, k]))
+        w = call(_aten.reshape.default, (b, rows + list(db[-2:])))
+        y = call(_aten.matmul.default, (x, w))
+        y = call(_aten.reshape.default, (y, rows + [da[i] for i in only_a] + [m, db[-1]]))
+        order = shared + only_a
+    else:
+        k, nn = db[-2], db[-1]
+        w = call(_aten.permute.default, (b, shared + [batch] + only_b + [batch + 1]))
+        w = call(_aten.reshape.default, (w, rows + [k, math.prod(db[i] for i in only_b) * nn]))
+        x = call(_aten.reshape.default, (a, rows + list(da[-2:])))
+        y = call(_aten.matmul.default, (x, w))
+        y = call(_aten.reshape.default, (y, rows + [da[-2]] + [db[i] for i in only_b] + [nn]))
+        y = call(_aten.permute.default, (y, list(range(len(shared))) + [len(shared) + 1 + j for j in range(len(only_b))]
+                                         + [len(shared), len(shared) + 1 + len(only_b)]))
+        order = shared + only_b
+    back = [order.index(i) for i in range(batch)] + [batch, batch + 1]
+    return call(_aten.permute.default, (y, back)) if back != list(range(len(out))) else y
+
+
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
+    broadcast = 0
+    for n in list(graph.nodes):
+        if n.op == "call_function" and n.target in (_aten.matmul.default, _aten.bmm.default) and n.users:
+            with graph.inserting_before(n):
+                y = _unbroadcast(graph, n)
+            if y is not None:
+                n.replace_all_uses_with(y)
+                broadcast += 1
     const = constant_nodes(graph)
     done = 0
     for n in list(graph.nodes):
         if n.op != "call_function" or n.target not in _MATMUL or n in const or not n.users:
             continue
         a, b = n.args[:2]
-        if a not in const or b in const or len(shape(a) or ()) < 2 or len(shape(b) or ()) < 2:
+        # a node this rule just made has no shape yet: its operands are of rank >= 3
+        if a not in const or b in const or len(shape(a) or (0, 0)) < 2 or len(shape(b) or (0, 0)) < 2:
             continue
         call = graph.call_function
         with graph.inserting_before(n):
@@ -36,4 +88,6 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
             out = call(_aten.transpose.int, (call(n.target, (bt, at)), -1, -2))
         n.replace_all_uses_with(out)
         done += 1
-    return [f"matmul with a constant left operand -> transposed x{done} (fp32 rounding)"] * bool(done), []
+    return ([f"matmul whose batch axes broadcast -> folded into rows / columns x{broadcast} (fp32 rounding)"]
+            * bool(broadcast) + [f"matmul with a constant left operand -> transposed x{done} (fp32 rounding)"]
+            * bool(done)), []
