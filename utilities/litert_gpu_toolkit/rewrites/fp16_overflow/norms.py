@@ -16,8 +16,9 @@ The rewrites stay in a down-scaled domain:
     out = xs * rsqrt(mean(xs^2) + eps / S^2)                (RMSNorm)
 
 which equals the original formula exactly in real arithmetic for any S > 0 (the epsilon is
-scaled with the data). A denominator that is exactly 0 (an all-zero row with an eps fp16 cannot hold) gets
-2^-24 added, so the row stays 0 instead of 0 * inf = NaN (`_nonzero`; no effect in fp32). The
+scaled with the data). With an eps fp16 cannot hold (below 2^-24: BERT's and ESM's 1e-12) the denominator
+is clamped to at least 2^-24, so an all-zero row stays 0 instead of 0 * inf = NaN (`_nonzero`; in fp32 the
+same result whenever var + eps / S^2 >= 2^-24, i.e. every row but a near-constant one). The
 variance is never multiplied back by S^2, so no intermediate exceeds
 4 * (number of reduced elements) and nothing ever exceeds max|x|. eps / S^2 is computed as
 (sqrt(eps) / S)^2, which can underflow to 0 but never overflow. In torch fp32 the result agrees
@@ -163,12 +164,12 @@ def _scaled_eps(eps: float, s: torch.Tensor, distinct: bool = False) -> torch.Te
 FP16_TINY = 2.0 ** -24          # fp16's smallest positive (subnormal) value
 
 
-def _nonzero(den: torch.Tensor) -> torch.Tensor:
-    """`den` + 2^-24 where it is exactly 0. An all-zero row (padding that a model zeroes, ESM's masked
-    embeddings) has variance 0, and an eps below 2^-24 (BERT's and ESM's 1e-12) is 0 in fp16, so the GPU's
-    rsqrt(0) = inf times the row's zeros gave NaN; with the guard it is 0 * 4096 = 0, as in fp32. In fp32 `den`
-    is never 0 (eps / S^2 > 0), so the result is unchanged there."""
-    return den + (den == 0).to(den.dtype) * FP16_TINY
+def _nonzero(den: torch.Tensor, eps: float) -> torch.Tensor:
+    """`den` clamped to at least 2^-24 when `eps` is below it. An all-zero row (padding that a model zeroes,
+    ESM's masked embeddings) has variance 0, and such an eps is 0 in fp16, so the GPU's rsqrt(0) = inf times the
+    row's zeros gave NaN; clamped, it is 0 * 4096 = 0, as in fp32. One MAXIMUM, only for such an eps; an eps fp16
+    holds keeps the plain form (its denominator is never 0)."""
+    return torch.clamp(den, min=FP16_TINY) if eps < FP16_TINY else den
 
 
 def _second_copy(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
@@ -186,7 +187,7 @@ def _normalise(x: torch.Tensor, dims, eps: float, hierarchical: bool, distinct: 
     mu = mean(xs)
     d = xs - mu
     var = mean(d * (_second_copy(x, s) - mu) if distinct else d * d)
-    return d * torch.rsqrt(_nonzero(var + _scaled_eps(eps, s, distinct)))
+    return d * torch.rsqrt(_nonzero(var + _scaled_eps(eps, s, distinct), eps))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -248,7 +249,7 @@ class SafeRMSNorm(nn.Module):
         xs = x / s
         sq = xs * _second_copy(x, s) if self.distinct_squares else xs * xs
         ms = hierarchical_mean(sq, dims) if self.hierarchical else sq.mean(dim=dims, keepdim=True)
-        y = xs * torch.rsqrt(_nonzero(ms + _scaled_eps(self.eps, s, self.distinct_squares)))
+        y = xs * torch.rsqrt(_nonzero(ms + _scaled_eps(self.eps, s, self.distinct_squares), self.eps))
         if self.weight is not None:
             y = y * (self.weight + self.offset if self.offset else self.weight)
         return y
