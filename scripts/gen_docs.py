@@ -395,6 +395,19 @@ def zoo_page(held_out: bool = False, trained: bool = False) -> str | None:
     return render_table(rows, data["environment"], held_out)
 
 
+def calls_page() -> str | None:
+    """zoo/calls/README.md: the calling-convention matrix (`zoo/run.py --calls`)."""
+    results = ZOO / "calls" / "results.json"
+    if not results.exists():
+        return None
+    sys.path.insert(0, str(ZOO))
+    from litert_zoo.models.calls import render_matrix
+    from litert_zoo.rows import row_from_dict
+
+    data = json.loads(results.read_text())
+    return render_matrix({d["name"]: row_from_dict(d) for d in data["rows"]}, data["environment"])
+
+
 # -------------------------------------------------------------------------------------------- main
 
 def targets() -> dict[Path, str]:
@@ -443,6 +456,9 @@ def targets() -> dict[Path, str]:
     page = zoo_page(trained=True)
     if page is not None:
         update(ZOO / "trained" / "README.md", "zoo", "zoo/trained/results.json", page, "")
+    page = calls_page()
+    if page is not None:
+        update(ZOO / "calls" / "README.md", "zoo", "zoo/calls/results.json", page, "")
     return out
 
 
