@@ -17,6 +17,7 @@ import math
 
 import torch
 
+from ..rewrites.shared import FP16_MAX
 from .nodes import shape, source_line
 from .repeat import expand_by_concat
 
@@ -99,7 +100,6 @@ def _casts(gm: torch.fx.GraphModule, floats: _Floats) -> int:
 
 
 _WHERE = {_aten.where.self, _aten.where.ScalarOther, _aten.where.ScalarSelf, _aten.where.Scalar}
-FP16_MAX = 65504.0
 
 
 def _big(v) -> float | None:

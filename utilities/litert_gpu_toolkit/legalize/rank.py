@@ -25,9 +25,10 @@ from .nodes import shape
 
 _aten = torch.ops.aten
 MAX_RANK = 4
-_VIEWS = {_aten.view.default, _aten._unsafe_view.default, _aten.reshape.default, _aten.unsqueeze.default,
-          _aten.squeeze.dim, _aten.squeeze.dims, _aten.squeeze.default, _aten.alias.default,
-          _aten.clone.default}
+# shape changes, and the ops that pass a value through unchanged: the rule leaves both to the view collapse
+_RESHAPES = {_aten.view.default, _aten._unsafe_view.default, _aten.reshape.default, _aten.unsqueeze.default,
+             _aten.squeeze.dim, _aten.squeeze.dims, _aten.squeeze.default}
+_VIEWS = _RESHAPES | {_aten.clone.default, _aten.alias.default}
 _ELEMENTWISE = {
     _aten.add.Tensor, _aten.sub.Tensor, _aten.mul.Tensor, _aten.div.Tensor, _aten.rsub.Tensor, _aten.rsub.Scalar,
     _aten.add.Scalar, _aten.sub.Scalar, _aten.mul.Scalar, _aten.div.Scalar, _aten.pow.Tensor_Scalar,
@@ -324,14 +325,9 @@ _HANDLERS = {
 }
 
 
-_RESHAPES = {_aten.view.default, _aten._unsafe_view.default, _aten.reshape.default, _aten.unsqueeze.default,
-             _aten.squeeze.dim, _aten.squeeze.dims, _aten.squeeze.default}
-
-
 def _collapse_views(graph: torch.fx.Graph) -> None:
     """A shape change of a shape change (or of a copy) of x -> one reshape of x: the rank > 4 view between two ops'
     merges disappears (a reshape reads the logical order, so a chain of shape changes is its last one alone)."""
-    through = _RESHAPES | {_aten.clone.default, _aten.alias.default}
     for n in graph.nodes:
         out = shape(n)
         if out is None and n.op == "call_function" and n.target is _aten.reshape.default:
@@ -339,7 +335,7 @@ def _collapse_views(graph: torch.fx.Graph) -> None:
         if n.op != "call_function" or n.target not in _RESHAPES or out is None:
             continue
         src = n.args[0]
-        while isinstance(src, torch.fx.Node) and src.op == "call_function" and src.target in through:
+        while isinstance(src, torch.fx.Node) and src.op == "call_function" and src.target in _VIEWS:
             src = src.args[0]
         if src is not n.args[0]:
             n.target, n.args, n.kwargs = _aten.reshape.default, (src, list(out)), {}
