@@ -23,6 +23,7 @@ Exit status (every command):
   gpu-info:  0 a usable GPU; 1 the probe failed; 2 no GPU adapter
   export:    0 every graph PASS (--no-check: converted); 1 a graph did not convert or not PASS; 2 a model
              the task cannot load; 3 NO_GPU (the files are written, unchecked on a GPU)
+  quantize:  0 the quantized file passed; 1 nothing quantized passed (OUT is the float file); 3 NO_GPU
   phone:     0 done (run: the phone ran the model); 1 the phone's compile or run failed"""
 
 # command -> (module that defines `add_arguments(parser)` and `run(args) -> int`, one-line help).
@@ -33,6 +34,8 @@ COMMANDS = {
     "bisect": ("litert_gpu_toolkit.diagnose.bisect", "find the first block whose GPU output diverges from torch"),
     "lint": ("litert_gpu_toolkit.lint.mobile", "static lint for phone-only GPU walls (exit 0 = no findings)"),
     "export": ("litert_gpu_toolkit.cli.export", "Hugging Face model + task -> checked GPU .tflite, report, provenance"),
+    "quantize": ("litert_gpu_toolkit.cli.quantize", "quantize a .tflite's weights (fp16 / int8 / int4), keep what the "
+                 "GPU runs right"),
     "phone": ("litert_gpu_toolkit.cli.phone", "list phones, push the on-device runner, run a model on a phone's GPU"),
 }
 EXIT_INTERRUPTED = 130

@@ -1,0 +1,382 @@
+"""Quantize a converted .tflite's weights and keep only what the GPU runs right: `quantize_for_gpu`.
+
+    from litert_gpu_toolkit.quantize import quantize_for_gpu
+    result = quantize_for_gpu("model.tflite", "model_int8.tflite", "int8", inputs=feeds, reference=torch_outputs)
+    print(result.line())      # int8: 36 of 37 weight tensors; kept float: ...
+
+Every try is a file checked strictly GPU-only (no CPU fallback) on the same inputs: the GPU against LiteRT's CPU
+on that file, and the GPU against the source model (`reference`; without one, the float file's CPU output), both
+at the mode's corr floor. The search, each step a checked file:
+  1. every weight type in the mode's first form (`plan.MODES`) -- most models stop here;
+  2. else each type alone, its forms in order; a type none of whose forms passes is bisected over its layers
+     to find the ones that must stay float (the rest of the type keeps its quantized form);
+  3. the passing types together; if that fails, types are added one at a time, largest first, each kept only
+     when the file still passes.
+The file written is never worse than the float one: when no quantized form passes, `output` gets the float
+file and `result.why` says why.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..core.quiet import stage
+from .fc_rank2 import fc_rank2
+from .forms import FORMS, quantize_tflite
+from .plan import DEFAULT_MIN_CORR, LEFT_FLOAT, MODES, WeightOp, check_mode, weight_ops
+
+
+@dataclass
+class Outcome:
+    """One checked try: ok only at full GPU residency with GPU ~ CPU and GPU ~ source at the floor."""
+    ok: bool
+    why: str                                    # "" when ok
+    fidelity: dict = field(default_factory=dict)   # "sig/output" -> corr of the GPU fp16 output with the source
+    report: object = None
+    size: int = 0
+
+
+@dataclass
+class QuantizeResult:
+    mode: str
+    path: Path | None
+    ok: bool                                    # the written file is quantized and passed
+    forms: dict = field(default_factory=dict)   # op name -> form (the quantized weights)
+    kept_float: dict = field(default_factory=dict)   # op name -> why it stayed float
+    ops: list = field(default_factory=list)     # every WeightOp the mode could quantize
+    size_float: int = 0
+    size: int = 0
+    fidelity: dict = field(default_factory=dict)
+    report: object = None
+    tries: list = field(default_factory=list)   # one line per checked file
+    why: str = ""                               # why the float file was written instead (not ok)
+    rank2: int = 0                              # FULLY_CONNECTEDs moved to a rank-2 input first (`fc_rank2`)
+    left: dict = field(default_factory=dict)    # op name -> why the mode does not quantize its type (not tried)
+    notes: list = field(default_factory=list)   # per type: a form that failed and the one used instead
+
+    def line(self) -> str:
+        """One line: how many weight tensors are quantized, in which forms, which stayed float and why."""
+        if self.mode == "fp32":
+            return "fp32: weights left as they are"
+        if not self.ops:
+            return f"{self.mode}: no weight this mode quantizes (the file is the float one)"
+        if not self.ok:
+            return f"{self.mode}: not applied, the float file is written: {self.why}"
+        by_form = {}
+        for name, form in self.forms.items():
+            by_form[form] = by_form.get(form, 0) + 1
+        forms = ", ".join(f"{n} {FORMS[f].describe()}" for f, n in by_form.items())
+        total = len(self.ops) + len(self.left)
+        text = f"{self.mode}: {len(self.forms)} of {total} weight tensors ({forms})"
+        if self.kept_float or self.left:
+            kept = {}
+            for name, why in {**self.kept_float, **self.left}.items():
+                kept.setdefault(why, []).append(name)
+            text += "; kept float: " + "; ".join(
+                f"{_names(names)} ({why})" for why, names in kept.items())
+        return text
+
+    @property
+    def no_gpu(self) -> bool:
+        """Nothing could be checked: no GPU adapter (the float file was written)."""
+        return not self.ok and self.why.startswith("NO_GPU")
+
+    def to_dict(self) -> dict:
+        """The JSON form: the line, sizes, per-layer forms and kept-float reasons, fidelity, each try."""
+        return {"mode": self.mode, "ok": self.ok, "line": self.line(), "path": str(self.path) if self.path else None,
+                "size_float": self.size_float, "size": self.size, "rank2_fully_connected": self.rank2,
+                "forms": {short_name(k): v for k, v in self.forms.items()},
+                "kept_float": {short_name(k): v for k, v in {**self.kept_float, **self.left}.items()},
+                "notes": self.notes,
+                "fidelity_gpu_fp16_vs_source": self.fidelity, "why": self.why, "tries": self.tries,
+                "check": self.report.to_dict() if self.report is not None else None}
+
+    def summary(self) -> str:
+        lines = [self.line()]
+        if self.size_float:
+            lines.append(f"  size: {self.size / 2**20:.2f} MiB ({self.size / self.size_float:.0%} of the float "
+                         f"file's {self.size_float / 2**20:.2f} MiB)")
+        if self.fidelity:
+            worst = min(self.fidelity.items(), key=lambda kv: kv[1])
+            lines.append(f"  GPU (fp16) vs source: min corr {worst[1]:.6f} ({worst[0]})")
+        if self.report is not None:
+            lines.append(f"  check: {self.report.summary}")
+        lines += [f"  {note}" for note in self.notes]
+        if self.rank2 and self.ok:
+            lines.append(f"  {self.rank2} FULLY_CONNECTED read their input at rank 2 (fc_rank2, bit-exact: integer "
+                         "weights on a rank-3 FC compute wrong on the GPU)")
+        if len(self.tries) > 1:
+            lines.append(f"  files checked: {len(self.tries)}")
+        return "\n".join(lines)
+
+
+def short_name(tensor: str) -> str:
+    """The module path in a converted tensor's name ('...torch.nn.modules.linear.Linear_encoder.layer.0.query;...'
+    -> 'encoder.layer.0.query'); the name itself when it has none."""
+    seg = tensor.split(";")[0].rsplit("/", 1)[-1]
+    m = re.match(r"(?:[\w]+\.)*[A-Z]\w*?_(.+)", seg)
+    return m.group(1) if m else seg
+
+
+def _names(names: list[str]) -> str:
+    names = [short_name(n) for n in names]
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+class _Search:
+    """The fixed parts of one quantization: the float bytes, the inputs, the reference, the floor, the budget."""
+
+    def __init__(self, data: bytes, feeds: dict, reference: dict, min_corr: float, budget_s: float, work: Path):
+        self.data, self.feeds, self.reference, self.min_corr = data, feeds, reference, min_corr
+        self.deadline = time.monotonic() + budget_s
+        self.work, self.tries, self.n, self.seen = work, [], 0, {}
+
+    @property
+    def out_of_time(self) -> bool:
+        return time.monotonic() > self.deadline
+
+    def attempt(self, plan: dict, keep: frozenset = frozenset(), final: bool = False) -> Outcome:
+        """The checked outcome of quantizing `plan` ({op type: form}) less the layers in `keep` (cached)."""
+        key = (tuple(sorted(plan.items())), keep, final)
+        if key in self.seen:
+            return self.seen[key]
+        self.seen[key] = out = self._attempt(plan, keep, final)
+        return out
+
+    def _attempt(self, plan: dict, keep: frozenset, final: bool) -> Outcome:
+        from ..check.checker import check_gpu_compatibility
+
+        label = ", ".join(f"{op} {form}" for op, form in plan.items()) + (f" (-{len(keep)} float)" if keep else "")
+        try:
+            data = quantize_tflite(self.data, plan, keep_float=tuple(sorted(keep)))
+        except Exception as e:                      # noqa: BLE001 - the quantizer refusing a plan is a result
+            text = str(e)
+            out = Outcome(False, f"the quantizer refused it: {type(e).__name__}: "
+                                 f"{text if len(text) < 200 else '...' + text[-200:]}")
+            self.tries.append(f"{label}: {out.why}")
+            return out
+        self.n += 1
+        path = self.work / f"try{self.n}.tflite"
+        path.write_bytes(data)
+        precisions = ("fp16", "fp32") if final else ("fp16",)
+        report = check_gpu_compatibility(path, inputs=self.feeds, precisions=precisions, min_corr=self.min_corr)
+        out = Outcome(report.ok, "" if report.ok else _why(report), report=report, size=len(data))
+        out.fidelity = _fidelity(report, self.reference)
+        low = {k: v for k, v in out.fidelity.items() if not v >= self.min_corr}
+        if out.ok and low:
+            worst = min(low.items(), key=lambda kv: kv[1])
+            out.ok, out.why = False, f"GPU vs source corr {worst[1]:.4f} < {self.min_corr:g} ({worst[0]})"
+        out.path = path
+        self.tries.append(f"{label}: {'PASS' if out.ok else out.why}")
+        stage(f"quantize try {self.n}: {label}: {'PASS' if out.ok else out.why}")
+        return out
+
+
+def _why(report) -> str:
+    if report.verdict == "NO_GPU":
+        return f"NO_GPU: {report.summary[:200]}"
+    if report.verdict == "NUMERICS_FAIL":
+        return f"the GPU computes it wrong ({report.summary[:160]})"
+    return f"{report.verdict}: {report.summary[:200]}"
+
+
+def _fidelity(report, reference: dict) -> dict:
+    got = (getattr(report, "outputs", None) or {}).get("gpu_fp16", {})
+    corr = {}
+    for sig, outs in reference.items():
+        for name, ref in outs.items():
+            arr = got.get(sig, {}).get(name)
+            if arr is None:
+                continue
+            a, b = np.asarray(arr, np.float64).ravel(), np.asarray(ref, np.float64).ravel()
+            if a.size != b.size or not np.isfinite(a).all():
+                corr[f"{sig}/{name}"] = float("nan")
+            elif b.std() == 0 or a.std() == 0:
+                corr[f"{sig}/{name}"] = 1.0 if np.allclose(a, b) else 0.0
+            else:
+                corr[f"{sig}/{name}"] = float(np.corrcoef(a, b)[0, 1])
+    return corr
+
+
+def _culprits(search: _Search, op: str, form: str, names: list[str], why: dict) -> list[str] | None:
+    """The layers of `op` that must stay float for the rest to pass in `form` (halving: a half that passes
+    alone is kept quantized). None: no such split found (the layers fail only together, or out of budget)."""
+    def fails(subset: list[str]) -> bool:
+        keep = frozenset(n for n in names if n not in subset)
+        out = search.attempt({op: form}, keep)
+        if not out.ok:
+            for n in subset:
+                why.setdefault(n, out.why)
+        return not out.ok
+
+    def split(subset: list[str]) -> list[str] | None:
+        if len(subset) == 1:
+            return subset
+        if search.out_of_time:
+            return None
+        a, b = subset[:len(subset) // 2], subset[len(subset) // 2:]
+        fa, fb = fails(a), fails(b)
+        if not fa and not fb:
+            return None                   # each half passes alone, not together: no single culprit
+        found = []
+        for half, bad in ((a, fa), (b, fb)):
+            if bad:
+                sub = split(half)
+                if sub is None:
+                    return None
+                found += sub
+        return found
+
+    found = split(names)
+    if not found or len(found) == len(names):
+        return None
+    keep = frozenset(found)
+    return sorted(keep) if search.attempt({op: form}, keep).ok else None
+
+
+def _per_type(search: _Search, mode: str, ops: list[WeightOp], kept: dict, notes: list) -> tuple[dict, set]:
+    """Each op type alone: its first passing form, else its culprit layers kept float, else the whole type."""
+    plan, keep = {}, set()
+    for op, forms in MODES[mode].items():
+        names = [w.name for w in ops if w.op == op]
+        if not names:
+            continue
+        last = ""
+        for form in forms:
+            out = search.attempt({op: form})
+            if out.ok:
+                plan[op] = form
+                if last:
+                    notes.append(f"{op}: {forms[0]} fails ({last}); {form} used")
+                break
+            last = out.why
+        if op in plan:
+            continue
+        why: dict = {}
+        found = _culprits(search, op, forms[0], names, why) if len(names) > 1 and not search.out_of_time else None
+        if found:
+            plan[op] = forms[0]
+            keep |= set(found)
+            kept.update({n: why.get(n, last) for n in found})
+        else:
+            kept.update({n: last for n in names})
+    return plan, keep
+
+
+def _together(search: _Search, plan: dict, keep: set, ops: list[WeightOp], kept: dict) -> tuple[dict, Outcome]:
+    """The passing types together; else added one at a time, largest weight bytes first."""
+    out = search.attempt(plan, frozenset(keep), final=True)
+    if out.ok or len(plan) < 2:
+        return plan, out
+    size = {op: sum(w.nbytes for w in ops if w.op == op) for op in plan}
+    chosen, best = {}, None
+    for op in sorted(plan, key=lambda o: -size[o]):
+        trial = {**chosen, op: plan[op]}
+        o = search.attempt(trial, frozenset(keep), final=True)
+        if o.ok:
+            chosen, best = trial, o
+        else:
+            kept.update({w.name: f"passes alone, not with the other types ({o.why})" for w in ops if w.op == op})
+    return chosen, best or out
+
+
+def quantize_for_gpu(model: str | os.PathLike, output: str | os.PathLike, weights: str = "int8", *,
+                     inputs=None, reference: dict | None = None, min_corr: float | None = None,
+                     budget_s: float = 900.0, seed: int = 0) -> QuantizeResult:
+    """Write `model`'s weights in the `weights` mode (fp32, fp16, int8, int4) to `output`, checked on the GPU.
+
+    inputs: {sig: {name: array}}, {name: array} or an .npz path (default: the checker's seeded random inputs);
+    reference: the source model's outputs on those inputs, the same forms (default: the float file's CPU
+    output). Bad inputs or references raise `InputError` (a ValueError). min_corr: the floor the GPU outputs
+    keep against the source and against the CPU (default `plan.DEFAULT_MIN_CORR[weights]`). budget_s: seconds
+    the search may spend on per-layer bisects.
+    `output` may not be `model` (ValueError). The file written is the float one when nothing quantized passes.
+    """
+    import tempfile
+
+    from ..core.inputs import make_inputs, model_signatures, split_by_signature
+    from ..core.model_info import read_model_info
+    from ..runtime.compiled import compile_and_run
+
+    check_mode(weights)
+    src, dst = Path(model), Path(output)
+    if dst.exists() and src.resolve() == dst.resolve():
+        raise ValueError(f"{dst}: the output may not be the input file")
+    original = src.read_bytes()
+    read_model_info(original)                  # InvalidModelError (a ValueError) for a file that is no model
+    data, rank2 = original, 0
+    if any(FORMS[f].kind == "dynamic" for f in MODES[weights].get("FULLY_CONNECTED", ())):
+        data, rank2 = fc_rank2(original)       # bit-exact; integer-weight FCs are right on the GPU only at rank 2
+    info = read_model_info(data)
+    ops = weight_ops(info, tuple(MODES[weights]))
+    result = QuantizeResult(weights, dst, False, ops=ops, size_float=len(original), size=len(original))
+    result.rank2 = rank2
+    for w in weight_ops(info):                 # weights of types this mode leaves float, and why
+        if w.op not in MODES[weights] and weights != "fp32":
+            result.left[w.name] = LEFT_FLOAT.get((weights, w.op), f"the {weights} mode does not quantize {w.op}")
+    if not ops:
+        _write(original, dst)
+        result.ok = weights == "fp32"
+        return result
+    feeds, _, _ = make_inputs(info, inputs, seed=seed)
+    if reference is None:
+        run = compile_and_run(data, feeds, accelerator="cpu")
+        if not run.ok:
+            raise RuntimeError(f"the float file does not run on LiteRT's CPU: {run.error}")
+        reference = run.outputs
+    else:
+        reference = split_by_signature(reference, {g.key: list(g.outputs) for g in model_signatures(info)},
+                                       "output")
+    floor = DEFAULT_MIN_CORR[weights] if min_corr is None else float(min_corr)
+    with tempfile.TemporaryDirectory(prefix="litert-quantize-") as tmp:
+        search = _Search(data, feeds, reference, floor, budget_s, Path(tmp))
+        out = _search(search, weights, ops, result)
+        result.tries = search.tries
+        if out is not None and out.ok:
+            _write(out.path.read_bytes(), dst)
+            result.ok, result.size, result.fidelity, result.report = True, out.size, out.fidelity, out.report
+        else:
+            _write(original, dst)
+            result.forms, result.why = {}, (out.why if out is not None else "no form of any weight passed")
+    return result
+
+
+def _search(search: _Search, mode: str, ops: list[WeightOp], result: QuantizeResult) -> Outcome | None:
+    first = {op: forms[0] for op, forms in MODES[mode].items() if any(w.op == op for w in ops)}
+    out = search.attempt(first, final=True)
+    plan, keep = first, set()
+    if not out.ok and out.why.startswith("NO_GPU"):
+        return out                          # nothing can be checked: no search
+    if not out.ok:
+        first_why = out.why
+        plan, keep = _per_type(search, mode, ops, result.kept_float, result.notes)
+        if not plan:
+            out.why = first_why
+            return out
+        plan, out = _together(search, plan, keep, ops, result.kept_float)
+        if not plan:
+            return out
+    result.forms = {w.name: plan[w.op] for w in ops if w.op in plan and w.name not in keep}
+    result.kept_float.update({w.name: "its type stays float" for w in ops
+                              if w.name not in result.forms and w.name not in result.kept_float})
+    return out
+
+
+def _write(data: bytes, dst: Path) -> None:
+    """Write beside `dst` and rename onto it: a reader never sees half a model, a link at `dst` is replaced."""
+    import tempfile
+
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", dir=dst.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, dst)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
