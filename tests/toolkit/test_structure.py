@@ -20,7 +20,7 @@ LAYERS = [
     ("core",),                          # model reading, inputs, outputs, metrics, symptoms, files, quiet
     ("runtime", "lint", "rewrites"),    # LiteRT in a child process; static lint; torch-level rewrites
     ("check", "lowering", "phone", "legalize"),  # the checker; torch -> .tflite; the phone runner; the graph pass
-    ("diagnose",),                      # bisect and its diagnosis
+    ("diagnose", "quantize"),           # bisect and its diagnosis; quantized weights checked on the GPU
     ("convert",),                       # convert_for_gpu, repair, precision plans
     ("export", "recipe"),               # export --task; the recipe scripts' plumbing
     ("cli",),                           # one module per command
@@ -210,7 +210,7 @@ def _python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           cwd=ROOT)
 
 
-COMMANDS = ("check", "gpu-info", "bisect", "lint", "phone")
+COMMANDS = ("check", "gpu-info", "bisect", "lint", "phone", "quantize")
 
 
 @pytest.mark.parametrize("argv", [["--help"]] + [[c, "--help"] for c in COMMANDS])

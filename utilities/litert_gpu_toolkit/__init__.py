@@ -8,7 +8,7 @@ ai_edge_litert are imported by the modules that need them, when first used:
     from litert_gpu_toolkit import convert_for_gpu, ConvertOptions, bisect  # these import torch
 
 The names below are the library. The packages underneath are layers that import one way only
-(core <- runtime / lint / rewrites <- check <- lowering <- diagnose <- convert <- export / recipe <- cli;
+(core <- runtime / lint / rewrites <- check <- lowering <- diagnose / quantize <- convert <- export / recipe <- cli;
 tests/toolkit/test_structure.py holds them to it); the recipe scripts' plumbing lives in
 `litert_gpu_toolkit.recipe`, every rewrite in `litert_gpu_toolkit.rewrites`.
 """
@@ -31,6 +31,8 @@ _EXPORTS = {
     "lint_for_mobile": "lint.mobile", "LintFinding": "lint.mobile",
     # wrong numbers at full residency: where, and why
     "bisect": "diagnose.bisect", "BisectOptions": "diagnose.bisect", "BisectReport": "diagnose.report",
+    # quantized weights that stay on the GPU
+    "quantize_for_gpu": "quantize.gpu", "QuantizeResult": "quantize.gpu", "fc_rank2": "quantize.fc_rank2",
     # the pieces underneath
     "export_tflite": "lowering.export", "gpu_vs_torch": "lowering.export", "signature_inputs": "lowering.export",
     "read_model_info": "core.model_info", "ModelInfo": "core.model_info", "InvalidModelError": "core.model_info",

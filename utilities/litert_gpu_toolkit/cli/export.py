@@ -42,6 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-len", type=positive_int, default=256,
                    help="text-generation: the decode graph's KV-cache rows (default: 256)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the example inputs (default: 0)")
+    p.add_argument("--weights", choices=["fp32", "fp16", "int8", "int4"], default="fp32",
+                   help="store the weights as fp16 / int8 / int4 after the float graph PASSes; each quantized try is "
+                        "checked on the GPU against torch and what fails stays float (default: fp32)")
     p.add_argument("--no-check", action="store_true",
                    help="convert only: no GPU check (the verdict is UNCHECKED, exit 0 when every graph converted)")
     add_verbose_argument(p)
@@ -88,6 +91,9 @@ def _write_graph(out: Path, name: str, result, args, extra: dict) -> dict:
 
     entry = {"graph": name, "verdict": result.verdict, "rewrites": result.kept, "dropped": result.dropped,
              "attempts": result.attempts}
+    if result.quantized is not None:
+        entry["weights"] = result.quantized.to_dict()
+        entry["weights"].pop("check", None)             # the check report is written beside it
     if result.error:
         entry["error"] = result.error_line
         if result.log_path is not None:
@@ -167,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
         progress.step(f"converting + checking {graph.name}" if not args.no_check else f"converting {graph.name}")
         try:
             result = convert_for_gpu(graph.module, graph.inputs, out / f"{graph.name}.tflite",
-                                     check=not args.no_check)
+                                     check=not args.no_check, weights="fp32" if args.no_check else args.weights)
         except Exception as exc:                # noqa: BLE001 - never a traceback: the reason and exit 2
             print(f"error: converting {graph.name} failed unexpectedly: {_where(exc)}", file=sys.stderr)
             return 2

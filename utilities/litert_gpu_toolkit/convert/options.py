@@ -35,6 +35,10 @@ class ConvertOptions:
     verbose: show the converter's own output live (None: the LITERT_GPU_VERBOSE environment variable).
     signature_name: the name of the single signature (multi-signature files name theirs in `signatures`).
     convert_kwargs: passed to litert_torch's convert (e.g. dynamic_shapes).
+    weights: "fp32" (default), "fp16", "int8" or "int4": after the float file PASSes, its weights are quantized
+        (`quantize.quantize_for_gpu`: LiteRT's quantizer, each try checked strictly GPU-only against the torch
+        outputs; a type or layer that fails stays float). weights_min_corr: the corr floor vs torch for that
+        (None: the mode's default, `quantize.DEFAULT_MIN_CORR`).
     """
     patches: bool = True
     include: tuple[str, ...] | None = None
@@ -50,6 +54,8 @@ class ConvertOptions:
     verbose: bool | None = None
     signature_name: str = "serving_default"
     convert_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    weights: str = "fp32"
+    weights_min_corr: float | None = None
 
     def __post_init__(self):
         for what in ("include", "only", "exclude"):
@@ -60,6 +66,11 @@ class ConvertOptions:
             raise ValueError(f"max_tries must be a positive integer, not {self.max_tries!r}")
         if self.diagnose_budget_s is not None and float(self.diagnose_budget_s) < 0:
             raise ValueError(f"diagnose_budget_s must be >= 0 seconds, not {self.diagnose_budget_s!r}")
+        from ..quantize.plan import check_mode
+
+        check_mode(self.weights)                  # ValueError naming the modes
+        if self.weights_min_corr is not None and not 0 < float(self.weights_min_corr) <= 1:
+            raise ValueError(f"weights_min_corr must be in (0, 1], not {self.weights_min_corr!r}")
         object.__setattr__(self, "check_kwargs", dict(self.check_kwargs or {}))
         object.__setattr__(self, "convert_kwargs", dict(self.convert_kwargs or {}))
 

@@ -153,9 +153,35 @@ def _convert(model, example_inputs, path: Path, opts: ConvertOptions, kwargs, si
     work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tries", dir=path.parent))
     try:
         tries = [work / f"try{i}{path.suffix}" for i in range(opts.max_tries + 3)]   # the last: a repair's
-        return _attempts(job, path, tries)
+        result = _attempts(job, path, tries)
+        if opts.weights != "fp32":
+            _quantize(job, result, path, work / f"float{path.suffix}")
+        return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _quantize(job, result: ConvertResult, path: Path, float_copy: Path) -> None:
+    """Quantize the chosen float file's weights in place at `path` (`quantize_for_gpu`), checked against the torch
+    outputs; only a file that passed is quantized (a quantized file is never checked less than the float one)."""
+    from ..quantize.gpu import QuantizeResult, quantize_for_gpu
+
+    mode = job.opts.weights
+    if not result.ok:
+        result.quantized = QuantizeResult(mode, result.path, False, why="the float file did not PASS: not quantized")
+        return
+    job.stage = "quantize"
+    stage(f"quantizing the weights ({mode}); each try is checked on the GPU against torch")
+    os.replace(path, float_copy)
+    try:
+        result.quantized = quantize_for_gpu(float_copy, path, mode, inputs=as_declared(float_copy, job.inputs),
+                                            reference=job.reference, min_corr=job.opts.weights_min_corr)
+    except Exception as e:                                  # noqa: BLE001 - the float file stays; the reason is kept
+        os.replace(float_copy, path)
+        result.quantized = QuantizeResult(mode, path, False, why=f"quantizing failed: {error_text(e)[:300]}")
+        return
+    if result.quantized.ok and result.quantized.report is not None:
+        result.report = result.quantized.report          # the file at `path` is the quantized one: its check
 
 
 def _attempts(job, path, tries):

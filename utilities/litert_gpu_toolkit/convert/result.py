@@ -45,9 +45,12 @@ class ConvertResult:
     repaired: list = field(default_factory=list)           # rewrites the diagnosis added (they are in `kept`)
     diagnosis_of: str = ""              # set when `diagnosis` bisected another file than this one (which one)
     input_share: float | None = None    # how much of the output the input drives (`sensitivity`); None: unmeasured
+    quantized: Any = None               # quantize.QuantizeResult when ConvertOptions.weights is not fp32
 
     @property
     def ok(self) -> bool:
+        """The file at `path` converted and passed the GPU check (quantized or, when quantizing did not pass,
+        the float file: `quantized.ok` says which)."""
         return self.error is None and self.report is not None and bool(self.report.ok)
 
     @property
@@ -107,11 +110,15 @@ class ConvertResult:
                 lines.append(f"  repaired by: {', '.join(self.repaired)} (kept: the file is better with them)")
         if self.suggestions:
             lines.append(f"  try: {', '.join(self.suggestions)}")
+        if self.quantized is not None:
+            lines += [f"  weights {line.strip()}" if i == 0 else line
+                      for i, line in enumerate(self.quantized.summary(check=False).splitlines())]
         return "\n".join(lines)
 
 
 STAGES = {"run": "running the model in torch on the example inputs", "copy": "copying the model",
-           "rewrite": "rewriting the model", "check": "checking the converted file", "convert": "converting"}
+           "rewrite": "rewriting the model", "check": "checking the converted file", "convert": "converting",
+           "quantize": "quantizing the weights"}
 
 
 def np_tree(value) -> list[np.ndarray]:

@@ -20,7 +20,7 @@ from .files import SpecialFileError, open_regular
 _TFLITE_IDENTIFIER = b"TFL3"
 _DTYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 5: "string", 6: "bool", 7: "int16",
            8: "complex64", 9: "int8", 10: "float64", 11: "complex128", 12: "uint64", 14: "uint32", 15: "uint16",
-           16: "int4"}
+           16: "uint16", 17: "int4", 18: "bfloat16", 19: "int2", 20: "uint4"}
 
 
 _NUMERIC = {"float32", "float16", "int32", "int64", "int8", "uint8", "int16", "float64", "bool"}
@@ -36,7 +36,7 @@ MAX_TENSOR_BYTES = 1 << 36
 _HEADER_BYTES = 256   # read first to tell a model from other files, before the whole file is touched
 _ITEMSIZE = {"float32": 4, "float16": 2, "int32": 4, "uint8": 1, "int64": 8, "string": 1, "bool": 1, "int16": 2,
              "complex64": 8, "int8": 1, "float64": 8, "complex128": 16, "uint64": 8, "uint32": 4, "uint16": 2,
-             "int4": 1}
+             "int4": 1, "bfloat16": 2, "int2": 1, "uint4": 1}   # (int4 / int2 / uint4 are packed: an upper bound)
 
 
 @dataclass

@@ -109,6 +109,19 @@ SYMPTOMS: tuple[Symptom, ...] = (
         upstream="google-ai-edge/LiteRT#9191",
     ),
     Symptom(
+        id="quantized_fc_rank3",
+        seen="a FULLY_CONNECTED with int8 / int4 weights on the op reads a [B, S, C] input: GPU-only, wrong numbers "
+             "(desktop); kernel creation fails on Mali ('Unable to parse bc coord for BATCH axis')",
+        cause="The GPU's float FC parser turns a rank-3 FC into a 1x1 convolution; its integer-weight path does "
+              "not. Every dynamic-range transformer encoder has it (each Linear on [B, S, C] feeding a residual ADD). "
+              "Measured on llvmpipe, ai-edge-litert 2.3.0: corr 0.80-0.88 against the CPU; the same FC fed [B*S, C] "
+              "is right.",
+        rewrites=("fc_rank2",),
+        log=r"Unable to parse bc coord for BATCH axis",
+        upstream="google-ai-edge/LiteRT#9277",
+        stage="gpu",
+    ),
+    Symptom(
         id="masked_attention",
         seen="masked / biased attention compiles GPU-only and returns wrong numbers (fp16 and fp32)",
         cause="A rank-4 ADD of a mask or position bias onto attention scores is miscomputed: on older phone "

@@ -189,9 +189,19 @@ def _masked_attention(s: _Site):
             return
 
 
+def _quantized_fc_rank3(s: _Site):
+    """LiteRT#9277: integer weights on a FULLY_CONNECTED (dynamic-range) that reads a rank-3+ input."""
+    if s.name != "FULLY_CONNECTED" or len(s.op.inputs) < 2 or min(s.op.inputs[:2]) < 0:
+        return
+    x, w = s.tensor(s.op.inputs[0]), s.tensor(s.op.inputs[1])
+    if w.dtype in ("int8", "int4", "uint8", "int2") and w.is_constant and x.rank >= 3 and x.dtype == "float32":
+        yield s.finding("quantized_fc_rank3", f"FULLY_CONNECTED with {w.dtype} weights reads a rank-{x.rank} input: "
+                                              "wrong numbers or no kernel on GPUs", [s.op.inputs[0], s.op.inputs[1]])
+
+
 # the per-op rules, in the order their findings are listed for one op
 _RULES = (_by_type, _grouped_conv, _broadcast_to, _neg_inf_pad, _long_reduction, _identical_or_constant,
-          _output_aliasing, _masked_attention)
+          _output_aliasing, _masked_attention, _quantized_fc_rank3)
 
 
 def lint_for_mobile(model: str | os.PathLike | bytes | ModelInfo) -> list[LintFinding]:

@@ -91,10 +91,10 @@ def quantize_tflite(model: str | os.PathLike | bytes, plan: dict[str, str], *,
             manager.AlgorithmName.MIN_MAX_UNIFORM_QUANT
         qt.update_quantization_recipe(".*", qtyping.TFLOperationName(_QUANTIZER_OP.get(op, op)), _config(q, form),
                                       algorithm_key=algorithm)
-    for tensor in keep_float:                  # later entries win in the quantizer's recipe
+    for tensor in keep_float:                  # later entries win; an op's scope is "out0;out1;...;" (trailing ;)
         for op in plan:
             name = qtyping.TFLOperationName(_QUANTIZER_OP.get(op, op))
-            qt.update_quantization_recipe(f"^{re.escape(tensor)}$", name, None,
+            qt.update_quantization_recipe(f"^{re.escape(tensor)};", name, None,
                                           algorithm_key=manager.AlgorithmName.NO_QUANTIZE)
     try:
         result = qt.quantize(enable_progress_report=False, enable_progress_bar=False)

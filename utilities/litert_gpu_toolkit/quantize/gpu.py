@@ -57,6 +57,7 @@ class QuantizeResult:
     why: str = ""                               # why the float file was written instead (not ok)
     rank2: int = 0                              # FULLY_CONNECTEDs moved to a rank-2 input first (`fc_rank2`)
     left: dict = field(default_factory=dict)    # op name -> why the mode does not quantize its type (not tried)
+    weights: dict = field(default_factory=dict)  # op name -> its weight's tensor name (for `left` ops)
     notes: list = field(default_factory=list)   # per type: a form that failed and the one used instead
 
     def line(self) -> str:
@@ -78,8 +79,16 @@ class QuantizeResult:
             for name, why in {**self.kept_float, **self.left}.items():
                 kept.setdefault(why, []).append(name)
             text += "; kept float: " + "; ".join(
-                f"{_names(names)} ({why})" for why, names in kept.items())
+                f"{_names([self.label(n) for n in names])} ({why})" for why, names in kept.items())
         return text
+
+    def label(self, name: str) -> str:
+        """A layer's name for people: its weight's module path (an op's output may be just 'output_0')."""
+        weight = next((w.weight for w in self.ops if w.name == name), None) or self.weights.get(name)
+        for candidate in (weight, name):       # whichever carries a module path ('arith.constant1' does not)
+            if candidate and short_name(candidate) != _segment(candidate):
+                return short_name(candidate)
+        return _segment(weight or name)
 
     @property
     def no_gpu(self) -> bool:
@@ -90,13 +99,14 @@ class QuantizeResult:
         """The JSON form: the line, sizes, per-layer forms and kept-float reasons, fidelity, each try."""
         return {"mode": self.mode, "ok": self.ok, "line": self.line(), "path": str(self.path) if self.path else None,
                 "size_float": self.size_float, "size": self.size, "rank2_fully_connected": self.rank2,
-                "forms": {short_name(k): v for k, v in self.forms.items()},
-                "kept_float": {short_name(k): v for k, v in {**self.kept_float, **self.left}.items()},
+                "forms": {self.label(k): v for k, v in self.forms.items()},
+                "kept_float": {self.label(k): v for k, v in {**self.kept_float, **self.left}.items()},
                 "notes": self.notes,
                 "fidelity_gpu_fp16_vs_source": self.fidelity, "why": self.why, "tries": self.tries,
                 "check": self.report.to_dict() if self.report is not None else None}
 
-    def summary(self) -> str:
+    def summary(self, check: bool = True) -> str:
+        """The line, size, fidelity, (check: the quantized file's check summary), notes."""
         lines = [self.line()]
         if self.size_float:
             lines.append(f"  size: {self.size / 2**20:.2f} MiB ({self.size / self.size_float:.0%} of the float "
@@ -104,7 +114,7 @@ class QuantizeResult:
         if self.fidelity:
             worst = min(self.fidelity.items(), key=lambda kv: kv[1])
             lines.append(f"  GPU (fp16) vs source: min corr {worst[1]:.6f} ({worst[0]})")
-        if self.report is not None:
+        if check and self.report is not None:
             lines.append(f"  check: {self.report.summary}")
         lines += [f"  {note}" for note in self.notes]
         if self.rank2 and self.ok:
@@ -115,16 +125,19 @@ class QuantizeResult:
         return "\n".join(lines)
 
 
+def _segment(tensor: str) -> str:
+    return tensor.split(";")[0].rsplit("/", 1)[-1]
+
+
 def short_name(tensor: str) -> str:
     """The module path in a converted tensor's name ('...torch.nn.modules.linear.Linear_encoder.layer.0.query;...'
-    -> 'encoder.layer.0.query'); the name itself when it has none."""
-    seg = tensor.split(";")[0].rsplit("/", 1)[-1]
+    -> 'encoder.layer.0.query'); the name's last segment when it has none."""
+    seg = _segment(tensor)
     m = re.match(r"(?:[\w]+\.)*[A-Z]\w*?_(.+)", seg)
     return m.group(1) if m else seg
 
 
 def _names(names: list[str]) -> str:
-    names = [short_name(n) for n in names]
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
@@ -145,6 +158,8 @@ class _Search:
         key = (tuple(sorted(plan.items())), keep, final)
         if key in self.seen:
             return self.seen[key]
+        if not final and key[:2] + (True,) in self.seen:   # a final check ran fp16 too
+            return self.seen[key[:2] + (True,)]
         self.seen[key] = out = self._attempt(plan, keep, final)
         return out
 
@@ -319,6 +334,7 @@ def quantize_for_gpu(model: str | os.PathLike, output: str | os.PathLike, weight
     for w in weight_ops(info):                 # weights of types this mode leaves float, and why
         if w.op not in MODES[weights] and weights != "fp32":
             result.left[w.name] = LEFT_FLOAT.get((weights, w.op), f"the {weights} mode does not quantize {w.op}")
+            result.weights[w.name] = w.weight
     if not ops:
         _write(original, dst)
         result.ok = weights == "fp32"

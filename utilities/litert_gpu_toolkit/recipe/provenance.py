@@ -38,7 +38,7 @@ def _versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
-    for pkg in ("torch", "litert-torch", "ai-edge-litert"):
+    for pkg in ("torch", "litert-torch", "ai-edge-litert", "litert-quantizer"):
         try:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
