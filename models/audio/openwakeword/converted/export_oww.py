@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from litert_gpu_toolkit.recipe import add_model_argument, add_weights_argument, script_parser
+from litert_gpu_toolkit.recipe import add_quantize_argument, add_model_argument, add_weights_argument, script_parser
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "the openwakeword wheel's resources/models folder; or a folder with the same .onnx files"
@@ -27,6 +27,7 @@ STAGES = {"mel": ("melspectrogram", (1, 1760)), "embedding": ("embedding_model",
 
 def main(argv=None) -> int:
     parser = script_parser(__doc__)
+    add_quantize_argument(parser)
     add_weights_argument(parser, WEIGHTS)
     add_model_argument(parser, HERE / "artifacts", writes=True)
     parser.add_argument("--graph", nargs="+", choices=tuple(STAGES), default=list(STAGES),

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from litert_gpu_toolkit.recipe import add_model_argument, add_weights_argument, script_parser
+from litert_gpu_toolkit.recipe import add_quantize_argument, add_model_argument, add_weights_argument, script_parser
 
 HERE = Path(__file__).resolve().parent
 
@@ -48,6 +48,7 @@ def test_signal(sample_rate: int, chunk: int, seconds: float = 3.0, seed: int = 
 
 def main() -> int:
     parser = script_parser(__doc__)
+    add_quantize_argument(parser)
     add_weights_argument(parser, "the silero-vad package's data/ folder; or a folder holding silero_vad.jit and "
                                  "silero_vad_16k.safetensors")
     add_model_argument(parser, None, writes=True,

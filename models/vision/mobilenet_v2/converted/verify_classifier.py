@@ -88,7 +88,7 @@ def main() -> int:
         gates["top-1 identical on every photo"] = all(top1)
         gates[f"min logits corr >= {MIN_CORR}"] = bool(min(corr) >= MIN_CORR)
 
-    return finish_verify(args, graph="classifier", run=run, residency=res.line, metrics=metrics, gates=gates,
+    return finish_verify(args, graph=args.model.stem, run=run, residency=res.line, metrics=metrics, gates=gates,
                          headline=["min_logits_corr", "top1_agreement", "top5_identical"],
                          extra={"model_file": args.model.name, "ops": info.num_ops, "per_photo": per_photo})
 

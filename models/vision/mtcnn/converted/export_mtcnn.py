@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from litert_gpu_toolkit.recipe import add_weights_argument, script_parser
+from litert_gpu_toolkit.recipe import add_quantize_argument, add_weights_argument, script_parser
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "facenet-pytorch's pnet.pt, rnet.pt, onet.pt (the wheel's data/ folder); or a folder holding those"
@@ -24,6 +24,7 @@ WEIGHTS = "facenet-pytorch's pnet.pt, rnet.pt, onet.pt (the wheel's data/ folder
 
 def main() -> int:
     parser = script_parser(__doc__)
+    add_quantize_argument(parser)
     add_weights_argument(parser, WEIGHTS)
     parser.add_argument("--model", type=Path, default=HERE / "artifacts", metavar="DIR",
                         help="the folder the three .tflite (pnet, rnet, onet) are written to (default: artifacts)")

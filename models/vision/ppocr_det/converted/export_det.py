@@ -23,8 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from litert_gpu_toolkit.recipe import (add_image_size_arguments, add_model_argument, add_weights_argument,
-                                       check_image_size, script_parser)
+from litert_gpu_toolkit.recipe import (add_image_size_arguments, add_model_argument, add_quantize_argument,
+                                       add_weights_argument, check_image_size, script_parser)
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "ch_PP-OCRv4_det_infer.onnx in the rapidocr-onnxruntime wheel; or a path to that ONNX file"
@@ -37,6 +37,7 @@ def graph_name(height: int, width: int, plain: bool, fp32_until: str | None = No
 
 def main() -> int:
     parser = script_parser(__doc__)
+    add_quantize_argument(parser)
     add_weights_argument(parser, WEIGHTS)
     add_model_argument(parser, None, writes=True, default_text="artifacts/det_<height>x<width>[_plain].tflite")
     add_image_size_arguments(parser, multiple=32)

