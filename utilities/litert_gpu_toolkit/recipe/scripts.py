@@ -163,6 +163,9 @@ def export_graph(model, example_inputs, path: Path, args=None, *, graph: str | N
     if left:
         print(f"error: GPU walls left in {Path(path).name}: {', '.join(left)}")
         return 1
+    if result.quantized is not None:
+        weights = {k: v for k, v in result.quantized.to_dict().items() if k not in ("check", "tries")}
+        extra = {**(extra or {}), "weights": weights}
     finish_export(Path(path), args, graph=graph, extra=extra)
     return 0
 
@@ -180,6 +183,9 @@ def finish_verify(args, *, graph: str, run: RunResult, residency: str, metrics: 
         models = {graph: args.model}
     provenance = {name: read_provenance(path) for name, path in models.items()
                   if path is not None and Path(path).is_file()}
+    modes = {(p or {}).get("flags", {}).get("quantize") for p in provenance.values()} - {None, "fp32"}
+    if len(modes) == 1 and not graph.endswith(f"_{next(iter(modes))}"):
+        graph = f"{graph}_{next(iter(modes))}"            # a quantized file is its own record, never the float one's
     out = write_results(args.results_dir, graph=graph, device=args.device, run=run, residency=residency,
                         metrics=metrics, gates=gates, headline=headline,
                         extra={**(extra or {}), "provenance": provenance})

@@ -1,0 +1,136 @@
+#!/usr/bin/env python
+"""Each recipe in each weights mode, side by side in one run: file size, residency, the recipe's own gates and
+headline metric, and latency on the software GPU and on LiteRT's CPU as a ratio to the fp32 file.
+
+    .venv/bin/python scripts/measure_quantized.py                       # the recipes below, every mode
+    .venv/bin/python scripts/measure_quantized.py all_minilm_l6_v2 --modes fp32,int8
+    .venv/bin/python scripts/measure_quantized.py --record              # writes docs/data/quantized_recipes.json
+
+Per recipe: its dump script when the reference is missing, then per mode its export script with --quantize MODE
+(fp32: none) and its verify script on the exported file, once per device (host-gpu: strict GPU-only fp16; cpu).
+The verify runs record into the recipe's results.json as usual (a quantized file is its own record, `<graph>_MODE`);
+this script reads them back. The modes of a recipe are measured one after the other in this run, so the ratios are
+same-run comparisons on a shared machine; the absolute milliseconds are not a phone's.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "docs" / "data" / "quantized_recipes.json"
+MODES = ("fp32", "fp16", "int8", "int4")
+DEVICES = ("host-gpu", "cpu")
+
+# recipe -> its folder, the float file its export writes (relative to converted/), the reference, the dump and
+# verify commands (the verify gets --model and --device)
+RECIPES = {
+    "all_minilm_l6_v2": dict(folder="text/all_minilm_l6_v2", model="artifacts/encoder.tflite",
+                             export=["export_encoder.py"], ref="artifacts/encoder_ref.npz",
+                             dump=["dump_encoder_ref.py"], verify=["verify_encoder.py"]),
+    "mobilenet_v2": dict(folder="vision/mobilenet_v2", model="artifacts/classifier.tflite",
+                         export=["export_classifier.py"], ref="artifacts/classifier_ref.npz",
+                         dump=["dump_classifier_ref.py"], verify=["verify_classifier.py"]),
+    "silero_vad": dict(folder="audio/silero_vad", model="artifacts/silero_vad_step.tflite", export=["export_vad.py"],
+                       ref="artifacts/vad_ref.npz", dump=["dump_vad_ref.py"], verify=["verify_vad.py"]),
+    "ppocr_det": dict(folder="vision/ppocr_det", model="artifacts/det_480x640.tflite",
+                      export=["export_det.py", "--height", "480", "--width", "640"],
+                      ref="artifacts/det_480x640_ref.npz",
+                      dump=["dump_det_ref.py", "--height", "480", "--width", "640"],
+                      verify=["verify_det.py", "--height", "480", "--width", "640"]),
+}
+
+
+def python() -> str:
+    exe = Path(os.environ.get("LITERT_VENV", ROOT / ".venv")) / "bin" / "python"
+    return str(exe) if exe.exists() else sys.executable
+
+
+def run(argv: list[str], cwd: Path, log: Path) -> int:
+    start = time.perf_counter()
+    with open(log, "a") as f:
+        f.write(f"\n$ {' '.join(argv)}\n")
+        f.flush()
+        code = subprocess.run([python(), *argv], cwd=cwd, stdout=f, stderr=subprocess.STDOUT).returncode
+    print(f"  {' '.join(argv)}: exit {code} in {time.perf_counter() - start:.0f} s", flush=True)
+    return code
+
+
+def mode_path(model: str, mode: str) -> str:
+    p = Path(model)
+    return model if mode == "fp32" else str(p.with_name(f"{p.stem}_{mode}{p.suffix}"))
+
+
+def measure(name: str, cfg: dict, modes: list[str], log: Path) -> dict:
+    converted = ROOT / "models" / cfg["folder"] / "converted"
+    print(f"[{name}]", flush=True)
+    if not (converted / cfg["ref"]).exists():
+        if not (converted / cfg["model"]).exists():
+            run(cfg["export"], converted, log)
+        run(cfg["dump"], converted, log)
+    row = {"recipe": name, "modes": {}}
+    for mode in modes:
+        entry = row["modes"][mode] = {}
+        code = run(cfg["export"] + ([] if mode == "fp32" else ["--quantize", mode]), converted, log)
+        path = converted / mode_path(cfg["model"], mode)
+        if code or not path.exists():
+            entry["error"] = f"export exit {code}"
+            continue
+        entry["bytes"] = path.stat().st_size
+        sidecar = path.with_name(path.name + ".provenance.json")
+        entry["weights"] = json.loads(sidecar.read_text()).get("weights") if sidecar.exists() else None
+        for device in DEVICES:
+            before = time.time()
+            run(cfg["verify"] + ["--model", str(path.relative_to(converted)), "--device", device], converted, log)
+            entry[device] = _record(converted / "results.json", path, device, before)
+    return row
+
+
+def _record(results: Path, path: Path, device: str, since: float) -> dict:
+    """The verify record of `path` on `device` written by this run (matched by file name and provenance sha)."""
+    if not results.exists():
+        return {"error": "no results.json"}
+    for key, rec in json.loads(results.read_text()).items():
+        if rec.get("device") == device and rec.get("model_file", path.name) == path.name and \
+                any(p.get("file") == path.name for p in (rec.get("provenance") or {}).values()):
+            metrics = rec.get("metrics", {})
+            return {"record": key, "residency": rec.get("residency"), "passed": rec.get("passed"),
+                    "gates": rec.get("gates"), "latency_ms": metrics.get("latency_ms_median"),
+                    "headline": {k: metrics.get(k) for k in rec.get("headline") or []}}
+    return {"error": "no record for this file"}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("recipes", nargs="*", help=f"recipe names (default: {', '.join(RECIPES)})")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default: all)")
+    parser.add_argument("--record", action="store_true", help=f"write {OUT.relative_to(ROOT)}")
+    args = parser.parse_args(argv)
+    unknown = [r for r in args.recipes if r not in RECIPES]
+    if unknown:
+        parser.error(f"unknown recipe(s) {unknown}; have: {', '.join(RECIPES)}")
+    log = Path(tempfile.gettempdir()) / "measure_quantized.log"
+    print(f"each command's output: {log}")
+    rows = [measure(n, RECIPES[n], args.modes.split(","), log) for n in args.recipes or RECIPES]
+    print(json.dumps(rows, indent=1))
+    if args.record:
+        import importlib.metadata as md
+
+        versions = {p: md.version(p) for p in ("ai-edge-litert", "litert-quantizer", "litert-torch")}
+        old = json.loads(OUT.read_text()) if OUT.exists() else {}
+        merged = {r["recipe"]: r for r in old.get("rows", [])}
+        merged.update({r["recipe"]: r for r in rows})
+        OUT.write_text(json.dumps({"command": "python scripts/measure_quantized.py --record", "versions": versions,
+                                   "rows": list(merged.values())}, indent=1) + "\n")
+        print(f"wrote {OUT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
