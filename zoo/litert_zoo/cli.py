@@ -8,12 +8,15 @@
     .venv-zoo/bin/python zoo/run.py --list             # the rows, no conversion
     .venv-zoo/bin/python zoo/run.py --table-only       # regenerate README.md from results.json
     .venv-zoo/bin/python zoo/run.py --activations trained --fast   # trained ranges planted (zoo/trained/)
+    .venv-zoo/bin/python zoo/run.py --weights int8 --fast          # int8 weights (zoo/weights_int8/)
 
 Every model is built from a config with random weights redrawn by the rule in `litert_zoo/weights.py`; nothing
 is downloaded (HF_HUB_OFFLINE=1). Each row runs in its own child process (a crash or a hang is that row's result,
 not the run's) and is converted twice: plain (`convert_for_gpu(..., patches=False)`) and with the defaults. A
 row PASSes when the defaults give a file that runs strict GPU-only with every output's fp16 and fp32 GPU corr
->= 0.999 vs torch. Results are written to results.json after every row (atomic write), so an interrupted run
+>= 0.999 vs torch; with --weights MODE, when the quantized file passes too (`quantize_for_gpu`: strict GPU-only,
+GPU vs CPU and vs torch at the mode's corr floor), and the row says which weights stayed float and why. Results are
+written to results.json after every row (atomic write), so an interrupted run
 resumes where it stopped; README.md is generated from that file. GPU numbers come from this machine's
 accelerator: on the project's CI that is llvmpipe (software Vulkan), ai-edge-litert 2.3.0 -- a proxy, never a
 phone.
@@ -39,7 +42,7 @@ from .guard import describe, regressions
 from .models import CALL_ROWS, HELD_OUT, LIBRARIES, ROWS, ZOO
 from .rows import load_results, save_results
 from .runner import TIMEOUT_S, environment, run_isolated
-from .weights import ACTIVATIONS, ACTIVATIONS_ENV
+from .weights import ACTIVATIONS, ACTIVATIONS_ENV, WEIGHTS_ENV, WEIGHTS_MODES
 from .table import _fmt_corr, _why, write_readme
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1]          # zoo/: results.json and README.md live there
@@ -73,6 +76,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "ranges planted (outlier stream channels x400, large BatchNorm channels, tiny layer scales; "
                         "litert_zoo/weights.py); --out then defaults to a trained/ folder beside the o1 results; "
                         "library: the library's own initialisation, untouched (--out: a library_init/ folder)")
+    p.add_argument("--weights", choices=WEIGHTS_MODES, default="fp32",
+                   help="store the weights as fp16 / int8 / int4 (convert_for_gpu(weights=...)); a row PASSes only "
+                        "when its quantized file does; --out then defaults to a weights_MODE/ folder")
     p.add_argument("--rerun", action="store_true", help="redo rows already in results.json (default: resume)")
     p.add_argument("--jobs", type=int, default=1, help="rows converted at once (default %(default)s)")
     p.add_argument("--baseline", type=Path, help="results.json the guard compares with "
@@ -165,9 +171,11 @@ def run(args: argparse.Namespace) -> int:
     if args.out == DEFAULT_OUT:
         args.out = DEFAULT_OUT / ("held_out" if args.held_out else "calls" if args.calls else "")
         args.out = args.out / {"trained": "trained", "library": "library_init"}.get(args.activations, "")
+        args.out = args.out / (f"weights_{args.weights}" if args.weights != "fp32" else "")
     import os
 
     os.environ[ACTIVATIONS_ENV] = args.activations     # the rows' child processes build in this mode
+    os.environ[WEIGHTS_ENV] = args.weights             # ... and convert with these weights
     if args.list:
         for m in (HELD_OUT.values() if args.held_out else CALL_ROWS.values() if args.calls else ROWS):
             print(f"{m.name:32s} {m.library:12s} {m.domain:12s}{' (fast)' if m.fast else ''}")

@@ -21,6 +21,7 @@ class RunSummary:
     note: str = ""
     seconds: float = 0.0
     attempts: list[str] = field(default_factory=list)   # convert_for_gpu's conversions tried
+    weights: str = ""                     # --weights MODE: the quantize line (which weights, which stayed float, why)
 
 
 @dataclass

@@ -53,6 +53,19 @@ def _summarise(result, seconds: float) -> RunSummary:
                       list(getattr(result, "attempts", []) or []))
 
 
+def _weights(summary: RunSummary, result) -> None:
+    """In a weights mode the row PASSes only when the quantized file does: a float file kept instead is
+    QUANT_FAIL, with the reason; the quantize line is kept either way."""
+    q = result.quantized
+    summary.weights = q.line() if q is not None else ""
+    if q is not None and q.ok:              # the file is the quantized one: its GPU (fp16) corr vs torch
+        summary.corr_fp16 = min(q.fidelity.values()) if q.fidelity else None
+        summary.corr_fp32 = None
+    if summary.verdict == "PASS" and not (q is not None and q.ok):
+        summary.verdict = "QUANT_FAIL"
+        summary.note = summary.weights[:400]
+
+
 def _toolkit_commit() -> str:
     """The checkout's commit, "+dirty" when a tracked file other than the zoo's own results and tables differs
     from it (a zoo run writing results.json must not mark the next row, in this mode or the other, as dirty)."""
@@ -73,6 +86,9 @@ def run_one(name: str, workdir: Path) -> ZooRow:
     plain cannot be better, and the row's plain column says "not run"). In this process."""
     from litert_gpu_toolkit import convert_for_gpu
 
+    from .weights import weights_mode
+
+    mode = weights_mode()
     entry = ZOO[name]
     row = ZooRow(name, entry.domain, library=entry.library, toolkit_commit=_toolkit_commit())
     t0 = time.perf_counter()
@@ -88,8 +104,11 @@ def run_one(name: str, workdir: Path) -> ZooRow:
             continue
         t = time.perf_counter()
         try:
-            result = convert_for_gpu(model, inputs, workdir / f"{name}_{label}.tflite", patches=label == "gpu")
+            result = convert_for_gpu(model, inputs, workdir / f"{name}_{label}.tflite", patches=label == "gpu",
+                                     weights=mode if label == "gpu" else "fp32")
             summary = _summarise(result, time.perf_counter() - t)
+            if label == "gpu" and mode != "fp32":
+                _weights(summary, result)
             if label == "gpu":                                # measured once, by convert_for_gpu
                 row.input_share = result.input_share
         except Exception as e:                                # noqa: BLE001 - convert_for_gpu should not raise
@@ -127,9 +146,9 @@ def run_isolated(name: str, workdir: Path, timeout: float = TIMEOUT_S) -> ZooRow
 def environment() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
-    from .weights import activations_mode
+    from .weights import activations_mode, weights_mode
 
-    env = {"activations": activations_mode()}
+    env = {"activations": activations_mode(), "weights": weights_mode()}
     for pkg in ("ai-edge-litert", "litert-torch", "torch", "transformers", "timm", "torchvision", "diffusers",
                 "ultralytics"):
         try:

@@ -67,6 +67,20 @@ LAYER_SCALE_RANGE = (1e-5, 1e-1)
 FREE_STREAM_NAMES = ("token", "pos", "embed")    # free parameters that are added into a stream where it starts
 
 
+WEIGHTS_ENV = "LITERT_ZOO_WEIGHTS"
+WEIGHTS_MODES = ("fp32", "fp16", "int8", "int4")      # convert_for_gpu(weights=...)
+
+
+def weights_mode() -> str:
+    """How this process stores the converted weights: LITERT_ZOO_WEIGHTS (fp32 by default)."""
+    import os
+
+    mode = os.environ.get(WEIGHTS_ENV, "fp32") or "fp32"
+    if mode not in WEIGHTS_MODES:
+        raise ValueError(f"{WEIGHTS_ENV}={mode!r}: expected one of {', '.join(WEIGHTS_MODES)}")
+    return mode
+
+
 def activations_mode() -> str:
     """The weight mode of this process: LITERT_ZOO_ACTIVATIONS (o1 by default)."""
     import os

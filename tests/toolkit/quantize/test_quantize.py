@@ -227,3 +227,13 @@ def test_cli_quantize_writes_the_file_and_json(residual, gpu, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     record = json.loads(js.read_text())
     assert record["ok"] and record["line"].startswith("int8: 3 of 3") and out.stat().st_size == record["size"]
+
+
+def test_lint_names_a_dequantized_weight_but_not_fp16_into_an_fc(residual):
+    _, _, path, _ = residual
+    found = [f for f in lint_for_mobile(quantize_tflite(path, {"FULLY_CONNECTED": "int8-deq"}))
+             if f.symptom == "dequantized_weight"]
+    assert len(found) == 2 and found[0].rewrites == ["quantize_for_gpu"] and "9523" in found[0].upstream
+    table = [f for f in lint_for_mobile(quantize_tflite(path, {"EMBEDDING_LOOKUP": "fp16", "FULLY_CONNECTED": "fp16"}))
+             if f.symptom == "dequantized_weight"]
+    assert len(table) == 1 and "EMBEDDING_LOOKUP" in table[0].why     # the fp16 FC weights are fine

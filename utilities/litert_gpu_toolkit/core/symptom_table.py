@@ -122,6 +122,18 @@ SYMPTOMS: tuple[Symptom, ...] = (
         stage="gpu",
     ),
     Symptom(
+        id="dequantized_weight",
+        seen="a DEQUANTIZE feeds a FULLY_CONNECTED / EMBEDDING_LOOKUP / BATCH_MATMUL weight: 'Failed to initialize "
+             "kernel' (int8 / int4), a crash, or 'EMBEDDING_LOOKUP: Empty quantization params' (an fp16 table)",
+        cause="Weight-only quantization (an explicit DEQUANTIZE before the op) is a form the GPU delegate cannot "
+              "take for these ops: the dequantized constant and the tensor the op reads get different layouts "
+              "(LiteRT issue 9523, Metal / OpenCL / WebGPU). The forms it reads are integer weights on the op "
+              "(dynamic-range) for FC and embedding tables, and fp16 behind a DEQUANTIZE for FC only.",
+        rewrites=("quantize_for_gpu",),
+        ops=("DEQUANTIZE",),
+        upstream="google-ai-edge/LiteRT#9523",
+    ),
+    Symptom(
         id="masked_attention",
         seen="masked / biased attention compiles GPU-only and returns wrong numbers (fp16 and fp32)",
         cause="A rank-4 ADD of a mask or position bias onto attention scores is miscomputed: on older phone "

@@ -199,9 +199,25 @@ def _quantized_fc_rank3(s: _Site):
                                               "wrong numbers or no kernel on GPUs", [s.op.inputs[0], s.op.inputs[1]])
 
 
+def _dequantized_weight(s: _Site):
+    """LiteRT#9523: a DEQUANTIZE of a constant feeding the weight of an op the GPU reads only in another form."""
+    if s.name != "DEQUANTIZE" or not s.ins or not s.const(s.ins[0]) or not s.op.outputs:
+        return
+    src = s.tensor(s.ins[0])
+    for consumer in s.info.consumers(s.sg).get(s.op.outputs[0], []):
+        weight = {"FULLY_CONNECTED": 1, "EMBEDDING_LOOKUP": 1, "BATCH_MATMUL": 1}.get(consumer.op)
+        if weight is None or len(consumer.inputs) <= weight or consumer.inputs[weight] != s.op.outputs[0]:
+            continue
+        if src.dtype == "float16" and consumer.op == "FULLY_CONNECTED":
+            continue                            # fp16 weights behind a DEQUANTIZE: the GPU folds it into the FC
+        yield s.finding("dequantized_weight", f"{src.dtype} weight behind a DEQUANTIZE into {consumer.op}: the GPU "
+                                              "cannot build that kernel", [s.ins[0], s.op.outputs[0]])
+        return
+
+
 # the per-op rules, in the order their findings are listed for one op
 _RULES = (_by_type, _grouped_conv, _broadcast_to, _neg_inf_pad, _long_reduction, _identical_or_constant,
-          _output_aliasing, _masked_attention, _quantized_fc_rank3)
+          _output_aliasing, _masked_attention, _quantized_fc_rank3, _dequantized_weight)
 
 
 def lint_for_mobile(model: str | os.PathLike | bytes | ModelInfo) -> list[LintFinding]:
