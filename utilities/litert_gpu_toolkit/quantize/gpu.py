@@ -37,6 +37,7 @@ class Outcome:
     ok: bool
     why: str                                    # "" when ok
     fidelity: dict = field(default_factory=dict)   # "sig/output" -> corr of the GPU fp16 output with the source
+    by_run: dict = field(default_factory=dict)     # run ("cpu", "gpu_fp16", "gpu_fp32") -> the same per output
     report: object = None
     size: int = 0
 
@@ -52,6 +53,7 @@ class QuantizeResult:
     size_float: int = 0
     size: int = 0
     fidelity: dict = field(default_factory=dict)
+    by_run: dict = field(default_factory=dict)  # run -> "sig/output" -> corr with the source (cpu, gpu_fp16, gpu_fp32)
     report: object = None
     tries: list = field(default_factory=list)   # one line per checked file
     why: str = ""                               # why the float file was written instead (not ok)
@@ -102,7 +104,8 @@ class QuantizeResult:
                 "forms": {self.label(k): v for k, v in self.forms.items()},
                 "kept_float": {self.label(k): v for k, v in {**self.kept_float, **self.left}.items()},
                 "notes": self.notes,
-                "fidelity_gpu_fp16_vs_source": self.fidelity, "why": self.why, "tries": self.tries,
+                "fidelity_gpu_fp16_vs_source": self.fidelity, "vs_source": self.by_run,
+                "why": self.why, "tries": self.tries,
                 "check": self.report.to_dict() if self.report is not None else None}
 
     def summary(self, check: bool = True) -> str:
@@ -111,9 +114,9 @@ class QuantizeResult:
         if self.size_float:
             lines.append(f"  size: {self.size / 2**20:.2f} MiB ({self.size / self.size_float:.0%} of the float "
                          f"file's {self.size_float / 2**20:.2f} MiB)")
-        if self.fidelity:
-            worst = min(self.fidelity.items(), key=lambda kv: kv[1])
-            lines.append(f"  GPU (fp16) vs source: min corr {worst[1]:.6f} ({worst[0]})")
+        if self.by_run:
+            lines.append("  vs source, min corr: " + ", ".join(
+                f"{label} {min(corr.values()):.6f}" for label, corr in self.by_run.items() if corr))
         if check and self.report is not None:
             lines.append(f"  check: {self.report.summary}")
         lines += [f"  {note}" for note in self.notes]
@@ -181,8 +184,11 @@ class _Search:
         precisions = ("fp16", "fp32") if final else ("fp16",)
         report = check_gpu_compatibility(path, inputs=self.feeds, precisions=precisions, min_corr=self.min_corr)
         out = Outcome(report.ok, "" if report.ok else _why(report), report=report, size=len(data))
-        out.fidelity = _fidelity(report, self.reference)
-        low = {k: v for k, v in out.fidelity.items() if not v >= self.min_corr}
+        out.by_run = {label: _fidelity(report, self.reference, label) for label in ("cpu", "gpu_fp16", "gpu_fp32")}
+        out.by_run = {label: corr for label, corr in out.by_run.items() if corr}
+        out.fidelity = out.by_run.get("gpu_fp16", {})
+        low = {f"{k}, {label}": v for label, corr in out.by_run.items() if label != "cpu"
+               for k, v in corr.items() if not v >= self.min_corr}
         if out.ok and low:
             worst = min(low.items(), key=lambda kv: kv[1])
             out.ok, out.why = False, f"GPU vs source corr {worst[1]:.4f} < {self.min_corr:g} ({worst[0]})"
@@ -200,8 +206,9 @@ def _why(report) -> str:
     return f"{report.verdict}: {report.summary[:200]}"
 
 
-def _fidelity(report, reference: dict) -> dict:
-    got = (getattr(report, "outputs", None) or {}).get("gpu_fp16", {})
+def _fidelity(report, reference: dict, label: str) -> dict:
+    """{"sig/output": corr of run `label`'s output with the source's}; {} when that run has no outputs."""
+    got = (getattr(report, "outputs", None) or {}).get(label, {})
     corr = {}
     for sig, outs in reference.items():
         for name, ref in outs.items():
@@ -356,6 +363,7 @@ def quantize_for_gpu(model: str | os.PathLike, output: str | os.PathLike, weight
         if out is not None and out.ok:
             _write(out.path.read_bytes(), dst)
             result.ok, result.size, result.fidelity, result.report = True, out.size, out.fidelity, out.report
+            result.by_run = out.by_run
         else:
             _write(original, dst)
             result.forms, result.why = {}, (out.why if out is not None else "no form of any weight passed")
