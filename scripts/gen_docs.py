@@ -433,6 +433,42 @@ def render_quantized_forms(data: dict) -> str:
     return "\n".join(lines)
 
 
+def render_quantized_recipes(data: dict) -> str:
+    """docs/data/quantized_recipes.json -> per recipe and mode: size, residency, gates, headline, latency ratios."""
+    lines = ["| recipe | mode | size (of fp32) | weights | software GPU: gates, latency vs fp32 | CPU: gates, "
+             "latency vs fp32 | headline metrics (software GPU) |", "|---|---|---|---|---|---|---|"]
+
+    def gates(run: dict) -> str:
+        g = run.get("gates") or {}
+        return f"{sum(g.values())}/{len(g)}" if g else run.get("error", "-")
+
+    def ratio(run: dict, base: dict) -> str:
+        a, b = run.get("latency_ms"), base.get("latency_ms")
+        return f"x{a / b:.2f}" if a and b else "-"
+
+    for row in data["rows"]:
+        base = row["modes"].get("fp32", {})
+        for mode, entry in row["modes"].items():
+            if "error" in entry:
+                lines.append(f"| {row['recipe']} | {mode} | {entry['error']} | | | | |")
+                continue
+            size = f"{entry['bytes'] / 2**20:.1f} MiB ({entry['bytes'] / base['bytes']:.0%})" if base.get("bytes") \
+                else f"{entry['bytes'] / 2**20:.1f} MiB"
+            w = (entry.get("weights") or {}).get("line", "fp32" if mode == "fp32" else "-")
+            gpu, cpu = entry.get("host-gpu", {}), entry.get("cpu", {})
+            head = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                             for k, v in (gpu.get("headline") or {}).items())
+            lines.append(f"| {row['recipe']} | {mode} | {size} | {w} | {gates(gpu)}, "
+                         f"{ratio(gpu, base.get('host-gpu', {}))} | {gates(cpu)}, {ratio(cpu, base.get('cpu', {}))} "
+                         f"| {head} |")
+    versions = ", ".join(f"{k} {v}" for k, v in data["versions"].items())
+    lines += ["", f"Software GPU: llvmpipe (software Vulkan, fp16); CPU: LiteRT's CPU (XNNPACK); {versions}. Latency: "
+              "the recipe verify's median run, as a ratio to the fp32 file measured in the same run "
+              f"(`{data['command']}`). Gates: the recipe's own (residency on the GPU, its numerics and task "
+              "gates), unchanged for quantized files."]
+    return "\n".join(lines)
+
+
 # -------------------------------------------------------------------------------------------- main
 
 def targets() -> dict[Path, str]:
@@ -476,6 +512,10 @@ def targets() -> dict[Path, str]:
     if forms.exists():
         update(ROOT / "docs" / "quantization.md", "forms", "docs/data/quantized_forms.json",
                render_quantized_forms(json.loads(forms.read_text())), "## Which forms the GPU runs")
+    recipes_q = ROOT / "docs" / "data" / "quantized_recipes.json"
+    if recipes_q.exists():
+        update(ROOT / "docs" / "quantization.md", "recipes", "docs/data/quantized_recipes.json",
+               render_quantized_recipes(json.loads(recipes_q.read_text())), "## Size, speed and accuracy per recipe")
     page = zoo_page()
     if page is not None:
         update(ZOO / "README.md", "zoo", "zoo/results.json", page, "")

@@ -1,7 +1,8 @@
 """The contract every recipe's scripts keep, and the safety of the results file they share.
 
 Every export / dump / verify script: `--help` in well under a second without importing torch, every option with
-help text, the standard flags (--weights, --model, --ref, --device, --results-dir) where they apply.
+help text, the standard flags (--weights, --model, --ref, --device, --results-dir; an export's --quantize) where
+they apply.
 
 Every `models/*/*/converted/verify_*.py` is run as a user runs it (a subprocess, --results-dir in a temp folder so
 nothing committed is touched) with the mistakes users make: an unknown device, a missing artifact, a corrupt
@@ -123,7 +124,7 @@ def test_every_option_has_help_and_no_torch_before_parsing(script):
 def test_standard_flags(script):
     flags = {f for o in script_options(script)[0] for f in o["flags"]}
     kind = script.name.split("_")[0]
-    wanted = {"export": {"--weights", "--model"}, "dump": {"--weights", "--ref"},
+    wanted = {"export": {"--weights", "--model", "--quantize"}, "dump": {"--weights", "--ref"},
               "verify": {"--model", "--ref", "--device", "--results-dir"}}[kind]
     assert wanted <= flags, f"{script.name} lacks {sorted(wanted - flags)}"
     if kind != "verify":

@@ -237,3 +237,15 @@ def test_lint_names_a_dequantized_weight_but_not_fp16_into_an_fc(residual):
     table = [f for f in lint_for_mobile(quantize_tflite(path, {"EMBEDDING_LOOKUP": "fp16", "FULLY_CONNECTED": "fp16"}))
              if f.symptom == "dequantized_weight"]
     assert len(table) == 1 and "EMBEDDING_LOOKUP" in table[0].why     # the fp16 FC weights are fine
+
+
+def test_a_recipes_quantized_file_is_named_for_its_mode():
+    from argparse import Namespace
+
+    from litert_gpu_toolkit.recipe.scripts import quantized_path
+
+    assert quantized_path(Path("a/encoder.tflite"), Namespace(quantize="int8")) == Path("a/encoder_int8.tflite")
+    assert quantized_path(Path("a/encoder.tflite"), Namespace(quantize="fp32")) == Path("a/encoder.tflite")
+    assert quantized_path(Path("a/m_int8_embedder.tflite"), Namespace(quantize="int8")) == \
+        Path("a/m_int8_embedder.tflite")
+    assert quantized_path(Path("a/m_int4.tflite"), Namespace(quantize="int8")) == Path("a/m_int4_int8.tflite")

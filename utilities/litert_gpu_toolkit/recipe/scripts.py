@@ -81,9 +81,10 @@ def add_quantize_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def quantized_path(path: Path, args) -> Path:
-    """`path` with `_MODE` before the suffix when --quantize asks for a mode (unless the name already ends so)."""
+    """`path` with `_MODE` before the suffix when --quantize asks for a mode (unless the name already says it:
+    `model_int8.tflite`, `model_int8_embedder.tflite`)."""
     mode = getattr(args, "quantize", "fp32") if args is not None else "fp32"
-    if mode == "fp32" or Path(path).stem.endswith(f"_{mode}"):
+    if mode == "fp32" or f"_{mode}_" in f"{Path(path).stem}_":
         return Path(path)
     return Path(path).with_name(f"{Path(path).stem}_{mode}{Path(path).suffix}")
 
@@ -152,7 +153,7 @@ def export_graph(model, example_inputs, path: Path, args=None, *, graph: str | N
     if args is not None and getattr(args, "quantize", "fp32") != "fp32":
         options = options.with_overrides(weights=args.quantize)
         path = quantized_path(Path(path), args)
-        graph = f"{graph}_{args.quantize}" if graph and not graph.endswith(f"_{args.quantize}") else graph
+        graph = f"{graph}_{args.quantize}" if graph and f"_{args.quantize}_" not in f"{graph}_" else graph
     result = convert_for_gpu(model, example_inputs, path, options, kwargs=kwargs, signatures=signatures)
     print(result.summary())
     if result.path is None:

@@ -22,6 +22,7 @@ GPU-only against torch. --plain exports HF's own idioms with the rewrites off (R
     python export_llm.py                                  # prefill + decode, FC weights fp16 (offline weights)
     python export_llm.py --graph decode --plain           # no rewrites: reproduces the GPU rejection
     python export_llm.py --format litertlm                # artifacts/smollm2_135m.litertlm
+    python export_llm.py --format litertlm --quantize int8   # artifacts/smollm2_135m_int8.litertlm
     python export_llm.py --format litertlm --tiny --model /tmp/t   # random 2-block model (the CI test)
 """
 from __future__ import annotations
@@ -137,7 +138,7 @@ def export_tflite_graphs(args) -> int:
 
 
 def export_litertlm(args) -> int:
-    """DIR/smollm2_135m[_fp16w][_tokens].litertlm and the graphs it packs, next to it."""
+    """DIR/smollm2_135m[_fp16w][_tokens][_MODE].litertlm and the graphs it packs, next to it."""
     try:
         import litert_lm_builder  # noqa: F401
     except ImportError:
@@ -146,6 +147,7 @@ def export_litertlm(args) -> int:
     from bundle import LITERT_LM_VERSION, build_bundle, llm_metadata_text, load, torch_check
 
     stem = "smollm2_135m" + "_fp16w" * args.fp16_weights + "_tokens" * args.tokens_in_graph
+    stem += f"_{args.quantize}" if args.quantize != "fp32" else ""
     bundle, tflite = args.model / f"{stem}.litertlm", args.model / f"{stem}.tflite"
     embedded = not args.tokens_in_graph
     embedder = args.model / f"{stem}_embedder.tflite" if embedded else None
