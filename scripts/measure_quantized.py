@@ -125,7 +125,8 @@ def main(argv=None) -> int:
         versions = {p: md.version(p) for p in ("ai-edge-litert", "litert-quantizer", "litert-torch")}
         old = json.loads(OUT.read_text()) if OUT.exists() else {}
         merged = {r["recipe"]: r for r in old.get("rows", [])}
-        merged.update({r["recipe"]: r for r in rows})
+        for r in rows:                          # a mode measured again replaces only that mode's entry
+            merged.setdefault(r["recipe"], {"recipe": r["recipe"], "modes": {}})["modes"].update(r["modes"])
         OUT.write_text(json.dumps({"command": "python scripts/measure_quantized.py --record", "versions": versions,
                                    "rows": list(merged.values())}, indent=1) + "\n")
         print(f"wrote {OUT.relative_to(ROOT)}")

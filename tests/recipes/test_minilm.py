@@ -101,3 +101,22 @@ def test_unknown_device_is_a_clear_error(recipe):
                    "--results-dir", recipe["tmp"], cwd=recipe["tmp"])
     assert proc.returncode == 2
     assert "unknown device 'toaster'" in proc.stderr
+
+
+def test_int8_weights_pass_the_recipes_own_gates(recipe):
+    """Real weights, as users ship them: `export_encoder.py --quantize int8`, then the same verify and gates."""
+    from litert_gpu_toolkit.core.model_info import read_model_info
+
+    tmp, ref = recipe["tmp"], recipe["ref"]
+    proc, _ = _run("export_encoder.py", "--model", recipe["model"], "--quantize", "int8", cwd=tmp)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    quantized = tmp / "encoder_int8.tflite"
+    assert "weights int8: 37 of 37 weight tensors" in proc.stdout, proc.stdout[-3000:]
+    info = read_model_info(quantized)
+    assert not info.has_op("DEQUANTIZE")
+    assert {info.tensor(op.inputs[1]).dtype for op in info.ops if op.op == "FULLY_CONNECTED"} == {"int8"}
+    assert quantized.stat().st_size < 0.3 * recipe["model"].stat().st_size
+    proc, _ = _run("verify_encoder.py", "--model", quantized, "--ref", ref, "--results-dir", tmp, cwd=tmp)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    record = json.loads((tmp / "results.json").read_text())["encoder_int8@host-gpu"]
+    assert record["passed"] and record["metrics"]["nn_agreement"] == 1.0
