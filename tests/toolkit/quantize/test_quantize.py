@@ -249,3 +249,13 @@ def test_a_recipes_quantized_file_is_named_for_its_mode():
     assert quantized_path(Path("a/m_int8_embedder.tflite"), Namespace(quantize="int8")) == \
         Path("a/m_int8_embedder.tflite")
     assert quantized_path(Path("a/m_int4.tflite"), Namespace(quantize="int8")) == Path("a/m_int4_int8.tflite")
+
+
+def test_agreement_judges_a_scalar_output_by_its_relative_error():
+    from litert_gpu_toolkit.quantize.gpu import agreement
+
+    assert agreement(np.array([0.901]), np.array([0.9])) == pytest.approx(1 - 0.001 / 0.9)
+    assert agreement(np.array([0.9]), np.array([0.9])) == 1.0
+    assert agreement(np.array([np.nan]), np.array([0.9])) != agreement(np.array([np.nan]), np.array([0.9]))   # nan
+    x = np.linspace(0, 1, 64)
+    assert agreement(2 * x + 1, x) == pytest.approx(1.0)             # many values: Pearson's r

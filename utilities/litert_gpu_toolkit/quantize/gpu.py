@@ -66,10 +66,10 @@ class QuantizeResult:
         """One line: how many weight tensors are quantized, in which forms, which stayed float and why."""
         if self.mode == "fp32":
             return "fp32: weights left as they are"
+        if not self.ok and self.why:
+            return f"{self.mode}: not applied, the float file is written: {self.why}"
         if not self.ops:
             return f"{self.mode}: no weight this mode quantizes (the file is the float one)"
-        if not self.ok:
-            return f"{self.mode}: not applied, the float file is written: {self.why}"
         by_form = {}
         for name, form in self.forms.items():
             by_form[form] = by_form.get(form, 0) + 1
@@ -215,14 +215,24 @@ def _fidelity(report, reference: dict, label: str) -> dict:
             arr = got.get(sig, {}).get(name)
             if arr is None:
                 continue
-            a, b = np.asarray(arr, np.float64).ravel(), np.asarray(ref, np.float64).ravel()
-            if a.size != b.size or not np.isfinite(a).all():
-                corr[f"{sig}/{name}"] = float("nan")
-            elif b.std() == 0 or a.std() == 0:
-                corr[f"{sig}/{name}"] = 1.0 if np.allclose(a, b) else 0.0
-            else:
-                corr[f"{sig}/{name}"] = float(np.corrcoef(a, b)[0, 1])
+            corr[f"{sig}/{name}"] = agreement(np.asarray(arr, np.float64).ravel(), np.asarray(ref, np.float64).ravel())
     return corr
+
+
+SMALL = 16          # outputs with fewer values (a probability, a score) are judged by their relative error
+
+
+def agreement(a: np.ndarray, b: np.ndarray) -> float:
+    """How well `a` reproduces the source's `b`, on the corr scale: Pearson's r for an output of SMALL or more
+    values that varies; for a scalar-like output (corr is undefined or meaningless) 1 - max|a - b| / max|b|,
+    clipped to [0, 1]. NaN when the sizes differ or `a` is not finite."""
+    if a.size != b.size or not np.isfinite(a).all():
+        return float("nan")
+    if a.size >= SMALL and a.std() > 0 and b.std() > 0:
+        return float(np.corrcoef(a, b)[0, 1])
+    scale = float(np.abs(b).max()) if b.size else 0.0
+    err = float(np.abs(a - b).max()) if a.size else 0.0
+    return 1.0 if err == 0 else max(0.0, 1.0 - err / scale) if scale > 0 else 0.0
 
 
 def _culprits(search: _Search, op: str, form: str, names: list[str], why: dict) -> list[str] | None:
