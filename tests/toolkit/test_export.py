@@ -199,6 +199,17 @@ def test_tiny_saved_bert_exports_for_text_classification(tmp_path, gpu):
 
 
 @pytest.mark.slow
+def test_weights_int8_quantizes_the_checked_graph(tmp_path, gpu):
+    out = tmp_path / "out"
+    proc = _export("--model", _tiny_bert(tmp_path / "bert"), "--task", "text-classification", "--seq-len", "16",
+                   "--weights", "int8", "-o", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    graph = json.loads((out / "export.json").read_text())["graphs"][0]
+    assert graph["weights"]["ok"] and graph["weights"]["line"].startswith("int8: "), graph["weights"]
+    assert "weights int8:" in proc.stdout
+
+
+@pytest.mark.slow
 def test_minilm_package_folder_matches_the_recipe(tmp_path, gpu):
     """The package's folder exported as sentence-embedding gives the recipe's embeddings (the recipe's own
     torch module, SentenceEncoder with its rewrites) on the recipe's sentences, on the GPU."""
