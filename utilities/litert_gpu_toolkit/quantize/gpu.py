@@ -4,9 +4,10 @@
     result = quantize_for_gpu("model.tflite", "model_int8.tflite", "int8", inputs=feeds, reference=torch_outputs)
     print(result.line())      # int8: 36 of 37 weight tensors; kept float: ...
 
-Every try is a file checked strictly GPU-only (no CPU fallback) on the same inputs: the GPU against LiteRT's CPU
-on that file, and the GPU against the source model (`reference`; without one, the float file's CPU output), both
-at the mode's corr floor. The search, each step a checked file:
+Every try is a file checked strictly GPU-only (no CPU fallback) on the same inputs: the GPU against the source
+model (`reference`; without one, the float file's CPU output) at the mode's corr floor, fp16 and fp32 runs alike,
+and against LiteRT's CPU on the same file -- except where integer weights sit on the op: there LiteRT's CPU
+quantizes the activations on the fly and the GPU does not, so the two differ by design and only the source judges. The search, each step a checked file:
   1. every weight type in the mode's first form (`plan.MODES`) -- most models stop here;
   2. else each type alone, its forms in order; a type none of whose forms passes is bisected over its layers
      to find the ones that must stay float (the rest of the type keeps its quantized form);
@@ -182,7 +183,13 @@ class _Search:
         path = self.work / f"try{self.n}.tflite"
         path.write_bytes(data)
         precisions = ("fp16", "fp32") if final else ("fp16",)
-        report = check_gpu_compatibility(path, inputs=self.feeds, precisions=precisions, min_corr=self.min_corr)
+        # Integer weights on the op: LiteRT's CPU quantizes the activations to int8 on the fly, the GPU keeps them
+        # float, so the two differ by design (an LLM's outlier activations: corr < 0.9 between them while the GPU
+        # stays at 0.999 against torch). Then the CPU is no judge: the GPU is held to the source, and the check
+        # only asks residency and finite, non-zero outputs of it.
+        dynamic = any(FORMS[f].kind == "dynamic" for f in plan.values())
+        report = check_gpu_compatibility(path, inputs=self.feeds, precisions=precisions,
+                                         min_corr=None if dynamic else self.min_corr)
         out = Outcome(report.ok, "" if report.ok else _why(report), report=report, size=len(data))
         out.by_run = {label: _fidelity(report, self.reference, label) for label in ("cpu", "gpu_fp16", "gpu_fp32")}
         out.by_run = {label: corr for label, corr in out.by_run.items() if corr}
