@@ -7,7 +7,8 @@
 Every try is a file checked strictly GPU-only (no CPU fallback) on the same inputs: the GPU against the source
 model (`reference`; without one, the float file's CPU output) at the mode's corr floor, fp16 and fp32 runs alike,
 and against LiteRT's CPU on the same file -- except where integer weights sit on the op: there LiteRT's CPU
-quantizes the activations on the fly and the GPU does not, so the two differ by design and only the source judges. The search, each step a checked file:
+quantizes the activations on the fly and the GPU does not, so the two differ by design and only the source judges.
+The search, each step a checked file:
   1. every weight type in the mode's first form (`plan.MODES`) -- most models stop here;
   2. else each type alone, its forms in order; a type none of whose forms passes is bisected over its layers
      to find the ones that must stay float (the rest of the type keeps its quantized form);
