@@ -10,8 +10,8 @@ Each quantized file is checked strictly GPU-only (no CPU fallback) on the same i
 (--reference, else the float file's CPU output) at the mode's corr floor (--min-corr; defaults: fp16 0.999, int8
 0.99, int4 0.97), and GPU vs LiteRT's CPU on that file where the CPU computes the same arithmetic (not for integer
 weights on the op: the CPU quantizes the activations on the fly, the GPU does not). A weight type or layer whose
-quantized form fails stays float, found by checking each type alone and halving its layers; the result says which
-and why in one line. When nothing quantized passes, OUT gets the float file and the reason is printed.
+quantized form fails stays float, found by checking each type alone and adding its layers in halving chunks; the
+result says which and why in one line. When nothing quantized passes, OUT gets the float file and the reason is printed.
 
     python -m litert_gpu_toolkit quantize model.tflite --weights int8 -o model_int8.tflite
     python -m litert_gpu_toolkit quantize model.tflite --weights int4 --inputs in.npz --reference ref.npz -o m4.tflite

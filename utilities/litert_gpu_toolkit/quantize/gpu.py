@@ -10,8 +10,9 @@ and against LiteRT's CPU on the same file -- except where integer weights sit on
 quantizes the activations on the fly and the GPU does not, so the two differ by design and only the source judges.
 The search, each step a checked file:
   1. every weight type in the mode's first form (`plan.MODES`) -- most models stop here;
-  2. else each type alone, its forms in order; a type none of whose forms passes is bisected over its layers
-     to find the ones that must stay float (the rest of the type keeps its quantized form);
+  2. else each type alone, its forms in order; for a type none of whose forms passes, its layers are added in
+     chunks, largest weights first, each chunk halved when the file fails with it (`_grow`): what could not join
+     stays float;
   3. the passing types together; if that fails, types are added one at a time, largest first, each kept only
      when the file still passes.
 The file written is never worse than the float one: when no quantized form passes, `output` gets the float
@@ -243,40 +244,29 @@ def agreement(a: np.ndarray, b: np.ndarray) -> float:
     return 1.0 if err == 0 else max(0.0, 1.0 - err / scale) if scale > 0 else 0.0
 
 
-def _culprits(search: _Search, op: str, form: str, names: list[str], why: dict) -> list[str] | None:
-    """The layers of `op` that must stay float for the rest to pass in `form` (halving: a half that passes
-    alone is kept quantized). None: no such split found (the layers fail only together, or out of budget)."""
-    def fails(subset: list[str]) -> bool:
-        keep = frozenset(n for n in names if n not in subset)
-        out = search.attempt({op: form}, keep)
-        if not out.ok:
-            for n in subset:
-                why.setdefault(n, out.why)
-        return not out.ok
+def _grow(search: _Search, op: str, form: str, layers: list[WeightOp], why: dict) -> list[str]:
+    """The layers of `op` quantized in `form`, grown greedily: a chunk (largest weights first) joins when the file
+    still passes with it, else its halves are tried, down to single layers. Quantization error adds up over
+    layers, so no single layer need be at fault; this keeps as many as the floor allows. Stops growing when the
+    search's time is out. `why`: layer -> the failure of the smallest chunk it was tried in."""
+    names = [w.name for w in sorted(layers, key=lambda w: -w.nbytes)]
+    chosen: list[str] = []
 
-    def split(subset: list[str]) -> list[str] | None:
-        if len(subset) == 1:
-            return subset
+    def grow(chunk: list[str]) -> None:
         if search.out_of_time:
-            return None
-        a, b = subset[:len(subset) // 2], subset[len(subset) // 2:]
-        fa, fb = fails(a), fails(b)
-        if not fa and not fb:
-            return None                   # each half passes alone, not together: no single culprit
-        found = []
-        for half, bad in ((a, fa), (b, fb)):
-            if bad:
-                sub = split(half)
-                if sub is None:
-                    return None
-                found += sub
-        return found
+            return
+        keep = frozenset(n for n in names if n not in chosen and n not in chunk)
+        out = search.attempt({op: form}, keep)
+        if out.ok:
+            chosen.extend(chunk)
+            return
+        why.update({n: out.why for n in chunk})
+        if len(chunk) > 1:
+            grow(chunk[:len(chunk) // 2])
+            grow(chunk[len(chunk) // 2:])
 
-    found = split(names)
-    if not found or len(found) == len(names):
-        return None
-    keep = frozenset(found)
-    return sorted(keep) if search.attempt({op: form}, keep).ok else None
+    grow(names)
+    return chosen
 
 
 def _per_type(search: _Search, mode: str, ops: list[WeightOp], kept: dict, notes: list) -> tuple[dict, set]:
@@ -298,11 +288,13 @@ def _per_type(search: _Search, mode: str, ops: list[WeightOp], kept: dict, notes
         if op in plan:
             continue
         why: dict = {}
-        found = _culprits(search, op, forms[0], names, why) if len(names) > 1 and not search.out_of_time else None
-        if found:
+        layers = [w for w in ops if w.op == op]
+        chosen = _grow(search, op, forms[0], layers, why) if len(names) > 1 and not search.out_of_time else []
+        if chosen:
             plan[op] = forms[0]
-            keep |= set(found)
-            kept.update({n: why.get(n, last) for n in found})
+            left = set(names) - set(chosen)
+            keep |= left
+            kept.update({n: why.get(n, last) for n in left})
         else:
             kept.update({n: last for n in names})
     return plan, keep
@@ -334,7 +326,7 @@ def quantize_for_gpu(model: str | os.PathLike, output: str | os.PathLike, weight
     reference: the source model's outputs on those inputs, the same forms (default: the float file's CPU
     output). Bad inputs or references raise `InputError` (a ValueError). min_corr: the floor the GPU outputs
     keep against the source and against the CPU (default `plan.DEFAULT_MIN_CORR[weights]`). budget_s: seconds
-    the search may spend on per-layer bisects.
+    after which the per-layer search stops growing (what it found by then is kept).
     `output` may not be `model` (ValueError). The file written is the float one when nothing quantized passes.
     """
     import tempfile
