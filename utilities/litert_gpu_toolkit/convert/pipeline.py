@@ -161,23 +161,6 @@ def _convert(model, example_inputs, path: Path, opts: ConvertOptions, kwargs, si
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _quantized_floor(result: ConvertResult, opts: ConvertOptions) -> tuple[float, str]:
-    """The corr floor the quantized file keeps against torch: the mode's (or the caller's), unless the float file
-    itself sits below it on the example input -- then the float file's corr less the mode's allowance (1 - floor):
-    quantizing may cost what the floor allows, measured from where the float file stands."""
-    from ..quantize.plan import DEFAULT_MIN_CORR
-
-    floor = opts.weights_min_corr or DEFAULT_MIN_CORR[opts.weights]
-    corrs = [c.get("corr") for outs in (getattr(result.report, "signatures", None) or {}).values()
-             for entry in outs.values() for label, c in entry.get("vs_reference", {}).items()
-             if label != "cpu" and c.get("corr") is not None]
-    if opts.weights_min_corr is not None or not corrs or min(corrs) >= floor:
-        return floor, ""
-    lowered = max(0.5, min(corrs) - (1.0 - floor))
-    return lowered, (f"the float file reaches corr {min(corrs):.4f} against torch on the example input, below "
-                     f"{floor:g}: the quantized file keeps {lowered:.4f} (the float file's, less {1 - floor:.3g})")
-
-
 def _quantize(job, result: ConvertResult, path: Path, float_copy: Path) -> None:
     """Quantize the chosen float file's weights in place at `path` (`quantize_for_gpu`), checked against the torch
     outputs; only a file that passed is quantized (a quantized file is never checked less than the float one)."""
@@ -188,15 +171,12 @@ def _quantize(job, result: ConvertResult, path: Path, float_copy: Path) -> None:
         why = f"the float file is {result.verdict}, not fully on the GPU: not quantized"
         result.quantized = QuantizeResult(mode, result.path, False, why=why)
         return
-    floor, note = _quantized_floor(result, job.opts)
     job.stage = "quantize"
     stage(f"quantizing the weights ({mode}); each try is checked on the GPU against torch")
     os.replace(path, float_copy)
     try:
         result.quantized = quantize_for_gpu(float_copy, path, mode, inputs=as_declared(float_copy, job.inputs),
-                                            reference=job.reference, min_corr=floor)
-        if note:
-            result.quantized.notes.insert(0, note)
+                                            reference=job.reference, min_corr=job.opts.weights_min_corr)
     except Exception as e:                                  # noqa: BLE001 - the float file stays; the reason is kept
         os.replace(float_copy, path)
         result.quantized = QuantizeResult(mode, path, False, why=f"quantizing failed: {error_text(e)[:300]}")

@@ -325,7 +325,8 @@ def quantize_for_gpu(model: str | os.PathLike, output: str | os.PathLike, weight
     inputs: {sig: {name: array}}, {name: array} or an .npz path (default: the checker's seeded random inputs);
     reference: the source model's outputs on those inputs, the same forms (default: the float file's CPU
     output). Bad inputs or references raise `InputError` (a ValueError). min_corr: the floor the GPU outputs
-    keep against the source and against the CPU (default `plan.DEFAULT_MIN_CORR[weights]`). budget_s: seconds
+    keep against the source and against the CPU (default: `plan.DEFAULT_MIN_CORR[weights]`, or, when the
+    float file itself sits below it on the GPU, the float file's agreement less the mode's allowance). budget_s: seconds
     after which the per-layer search stops growing (what it found by then is kept).
     `output` may not be `model` (ValueError). The file written is the float one when nothing quantized passes.
     """
@@ -368,6 +369,8 @@ def quantize_for_gpu(model: str | os.PathLike, output: str | os.PathLike, weight
     floor = DEFAULT_MIN_CORR[weights] if min_corr is None else float(min_corr)
     with tempfile.TemporaryDirectory(prefix="litert-quantize-") as tmp:
         search = _Search(data, feeds, reference, floor, budget_s, Path(tmp))
+        if min_corr is None:
+            _float_floor(search, result)
         out = _search(search, weights, ops, result)
         result.tries = search.tries
         if out is not None and out.ok:
@@ -378,6 +381,26 @@ def quantize_for_gpu(model: str | os.PathLike, output: str | os.PathLike, weight
             _write(original, dst)
             result.forms, result.why = {}, (out.why if out is not None else "no form of any weight passed")
     return result
+
+
+def _float_floor(search: _Search, result: QuantizeResult) -> None:
+    """Measure where the float file itself stands against the source on the GPU; when that is below the mode's
+    floor, the floor becomes the float file's agreement less the mode's allowance (1 - floor): quantizing may cost
+    what the floor allows, counted from the float file (an fp16 GPU run of a float file is not exact either)."""
+    from ..check.checker import check_gpu_compatibility
+
+    path = search.work / "float.tflite"
+    path.write_bytes(search.data)
+    report = check_gpu_compatibility(path, inputs=search.feeds, precisions=("fp16", "fp32"), min_corr=None)
+    runs = [_fidelity(report, search.reference, label) for label in ("gpu_fp16", "gpu_fp32")]
+    values = [v for run in runs for v in run.values() if v == v]
+    if not values or min(values) >= search.min_corr:
+        return
+    lowered = max(0.5, min(values) - (1.0 - search.min_corr))
+    result.notes.append(f"the float file itself reaches {min(values):.4f} against the source on the GPU, below "
+                        f"{search.min_corr:g}: the quantized file keeps {lowered:.4f} (the float file's, less "
+                        f"{1 - search.min_corr:.3g})")
+    search.min_corr = lowered
 
 
 def _search(search: _Search, mode: str, ops: list[WeightOp], result: QuantizeResult) -> Outcome | None:
