@@ -442,8 +442,10 @@ def render_quantized_recipes(data: dict) -> str:
         g = run.get("gates") or {}
         return f"{sum(g.values())}/{len(g)}" if g else run.get("error", "-")
 
-    def ratio(run: dict, base: dict) -> str:
-        a, b = run.get("latency_ms"), base.get("latency_ms")
+    timed = (data.get("latency") or {}).get("ms", {})
+
+    def ratio(recipe: str, mode: str, device: str) -> str:
+        a, b = timed.get(recipe, {}).get(mode, {}).get(device), timed.get(recipe, {}).get("fp32", {}).get(device)
         return f"x{a / b:.2f}" if a and b else "-"
 
     for row in data["rows"]:
@@ -458,14 +460,16 @@ def render_quantized_recipes(data: dict) -> str:
             gpu, cpu = entry.get("host-gpu", {}), entry.get("cpu", {})
             head = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
                              for k, v in (gpu.get("headline") or {}).items())
-            lines.append(f"| {row['recipe']} | {mode} | {size} | {w} | {gates(gpu)}, "
-                         f"{ratio(gpu, base.get('host-gpu', {}))} | {gates(cpu)}, {ratio(cpu, base.get('cpu', {}))} "
-                         f"| {head} |")
+            name = row["recipe"]
+            lines.append(f"| {name} | {mode} | {size} | {w} | {gates(gpu)}, {ratio(name, mode, 'host-gpu')} | "
+                         f"{gates(cpu)}, {ratio(name, mode, 'cpu')} | {head} |")
     versions = ", ".join(f"{k} {v}" for k, v in data["versions"].items())
-    lines += ["", f"Software GPU: llvmpipe (software Vulkan, fp16); CPU: LiteRT's CPU (XNNPACK); {versions}. Latency: "
-              "the recipe verify's median run, as a ratio to the fp32 file measured in the same run "
-              f"(`{data['command']}`). Gates: the recipe's own (residency on the GPU, its numerics and task "
-              "gates), unchanged for quantized files."]
+    how = data.get("latency", {})
+    lines += ["", f"Software GPU: llvmpipe (software Vulkan, fp16); CPU: LiteRT's CPU (XNNPACK); {versions}. Sizes, "
+              f"weights, gates and metrics: `{data['command']}`. Latency: each mode's file against the fp32 file, "
+              f"timed round-robin in one run (`{how.get('command', '-')}`: median of {how.get('rounds', '-')} rounds "
+              f"of {how.get('repeats', '-')} runs, seeded random inputs). Gates: the recipe's own (residency on the "
+              "GPU, its numerics and task gates), unchanged for quantized files."]
     return "\n".join(lines)
 
 

@@ -5,6 +5,7 @@ headline metric, and latency on the software GPU and on LiteRT's CPU as a ratio 
     .venv/bin/python scripts/measure_quantized.py                       # the recipes below, every mode
     .venv/bin/python scripts/measure_quantized.py all_minilm_l6_v2 --modes fp32,int8
     .venv/bin/python scripts/measure_quantized.py --record              # writes docs/data/quantized_recipes.json
+    .venv/bin/python scripts/measure_quantized.py --latency-only --record   # the latency ratios, one run
 
 Per recipe: its dump script when the reference is missing, then per mode its export script with --quantize MODE
 (fp32: none) and its verify script on the exported file, once per device (host-gpu: strict GPU-only fp16; cpu).
@@ -106,15 +107,60 @@ def _record(results: Path, path: Path, device: str, since: float) -> dict:
     return {"error": "no record for this file"}
 
 
+def time_modes(names: list[str], modes: list[str], rounds: int, repeats: int) -> dict:
+    """{recipe: {mode: {"host-gpu": ms, "cpu": ms}}}: every mode's file timed round-robin in this one run (a round
+    times each file once per device, `repeats` runs per compile; the median over rounds), so the ratios between
+    modes are same-run comparisons. Seeded random inputs of the graph's shapes."""
+    import statistics
+
+    sys.path.insert(0, str(ROOT / "utilities"))
+    from litert_gpu_toolkit.core.inputs import make_inputs
+    from litert_gpu_toolkit.core.model_info import read_model_info
+    from litert_gpu_toolkit.runtime.compiled import compile_and_run
+
+    files = {}
+    for name in names:
+        converted = ROOT / "models" / RECIPES[name]["folder"] / "converted"
+        for mode in modes:
+            path = converted / mode_path(RECIPES[name]["model"], mode)
+            if path.exists():
+                files[(name, mode)] = (path, make_inputs(read_model_info(path))[0])
+    times: dict = {}
+    for r in range(rounds):
+        for (name, mode), (path, feeds) in files.items():
+            for device, accel in (("host-gpu", "gpu"), ("cpu", "cpu")):
+                run = compile_and_run(path, feeds, accelerator=accel, repeats=repeats)
+                if run.ok:
+                    times.setdefault(name, {}).setdefault(mode, {}).setdefault(device, []).append(
+                        1000.0 * sum(run.run_s.values()))
+        print(f"  latency round {r + 1}/{rounds} done", flush=True)
+    return {n: {m: {d: round(statistics.median(v), 3) for d, v in per.items()} for m, per in ms.items()}
+            for n, ms in times.items()}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("recipes", nargs="*", help=f"recipe names (default: {', '.join(RECIPES)})")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default: all)")
     parser.add_argument("--record", action="store_true", help=f"write {OUT.relative_to(ROOT)}")
+    parser.add_argument("--latency-only", action="store_true",
+                        help="export and verify nothing: time the files already exported, every mode round-robin in "
+                             "this run (the table's latency ratios come from this)")
+    parser.add_argument("--rounds", type=int, default=3, help="--latency-only: rounds (default 3)")
     args = parser.parse_args(argv)
     unknown = [r for r in args.recipes if r not in RECIPES]
     if unknown:
         parser.error(f"unknown recipe(s) {unknown}; have: {', '.join(RECIPES)}")
+    if args.latency_only:
+        latency = time_modes(args.recipes or list(RECIPES), args.modes.split(","), args.rounds, repeats=5)
+        print(json.dumps(latency, indent=1))
+        if args.record:
+            data = json.loads(OUT.read_text()) if OUT.exists() else {"rows": []}
+            data["latency"] = {"command": "python scripts/measure_quantized.py --latency-only --record",
+                               "rounds": args.rounds, "repeats": 5, "ms": latency}
+            OUT.write_text(json.dumps(data, indent=1) + "\n")
+            print(f"wrote {OUT.relative_to(ROOT)}")
+        return 0
     log = Path(tempfile.gettempdir()) / "measure_quantized.log"
     print(f"each command's output: {log}")
     rows = [measure(n, RECIPES[n], args.modes.split(","), log) for n in args.recipes or RECIPES]
@@ -128,7 +174,8 @@ def main(argv=None) -> int:
         for r in rows:                          # a mode measured again replaces only that mode's entry
             merged.setdefault(r["recipe"], {"recipe": r["recipe"], "modes": {}})["modes"].update(r["modes"])
         OUT.write_text(json.dumps({"command": "python scripts/measure_quantized.py --record", "versions": versions,
-                                   "rows": list(merged.values())}, indent=1) + "\n")
+                                   "rows": list(merged.values()), **({"latency": old["latency"]}
+                                                                     if "latency" in old else {})}, indent=1) + "\n")
         print(f"wrote {OUT.relative_to(ROOT)}")
     return 0
 
