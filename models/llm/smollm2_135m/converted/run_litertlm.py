@@ -194,6 +194,8 @@ def main() -> int:
                    "prompts": n, "max_tokens": steps + 1}
         if rows:
             metrics["seconds_per_prompt_median"] = round(float(np.median([r["seconds"] for r in rows])), 2)
+            seconds = sum(r["seconds"] for r in rows)       # prefill included: what a user waits per prompt
+            metrics["tokens_per_s"] = round(sum(r["litertlm_tokens"] for r in rows) / seconds, 2) if seconds else None
         gates = {"every prompt tokenized as torch's": len(rows) == n and all(r["tokenized_equal"] for r in rows),
                  "greedy tokens equal torch's, every prompt": len(rows) == n and equal == n}
         residency = (f"LiteRT-LM {backend.upper()} backend ran all {n} prompts" if "error" not in data
@@ -207,7 +209,9 @@ def main() -> int:
                      "bundle_bytes": bundle.stat().st_size}
             if "error" in data:
                 extra["failure"] = {"error": data["error"], "log_tail": data.get("log_tail", [])}
-            out = write_results(args.results_dir, graph="litertlm", device=f"litertlm-{which}", run=None,
+            # a bundle of other weights is its own record: smollm2_135m_int8.litertlm -> litertlm_int8
+            graph = "litertlm" + bundle.stem.removeprefix("smollm2_135m")
+            out = write_results(args.results_dir, graph=graph, device=f"litertlm-{which}", run=None,
                                 residency=residency, metrics=metrics, gates=gates,
                                 headline=["prompts_equal", "tokens_equal"], extra=extra)
             print(f"  recorded in {out}")
