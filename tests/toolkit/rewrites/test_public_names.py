@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[3]
 SPEC_TABLE = ("patch_grid_sample", "patch_maxpool_zeropad", "patch_interpolate", "patch_patch_merging",
               "pixelshuffle_to_conv_transpose", "patch_window_attention", "patch_einops", "ZeroStuffConvT1d",
               "ZeroStuffConvT2d", "patch_safe_layernorm", "patch_rmsnorm", "patch_instance_norm", "hierarchical_mean")
-# the table also names two diagnostic tools, which are the library's own functions, not rewrites
-TOOLS = {"bisect", "plan_precision"}
+# the table also names two diagnostic tools and two tools for quantized files, which are the library's own functions,
+# not torch rewrites (fc_rank2 rewrites a converted file, quantize_for_gpu writes the forms the GPU reads)
+TOOLS = {"bisect", "plan_precision", "fc_rank2", "quantize_for_gpu"}
 OWN_TABLE = sorted({name for s in SYMPTOMS for name in s.rewrites} - TOOLS)
 
 

@@ -165,7 +165,7 @@ def export_graph(model, example_inputs, path: Path, args=None, *, graph: str | N
         print(f"error: GPU walls left in {Path(path).name}: {', '.join(left)}")
         return 1
     if result.quantized is not None:
-        weights = {k: v for k, v in result.quantized.to_dict().items() if k not in ("check", "tries")}
+        weights = {k: v for k, v in result.quantized.to_dict().items() if k not in ("check", "tries", "path")}
         extra = {**(extra or {}), "weights": weights}
     finish_export(Path(path), args, graph=graph, extra=extra)
     return 0
