@@ -181,12 +181,18 @@ def test_fp16_leaves_the_embedding_table_float(residual, gpu, tmp_path):
     assert "emb (an fp16 table" in result.line()
 
 
-def test_a_layer_that_breaks_accuracy_stays_float(gpu, tmp_path):
+@pytest.fixture()
+def outlier(tmp_path):
+    """(converted file, input, torch output) of `Outlier`."""
     torch.manual_seed(0)
     model, x = Outlier().eval(), torch.randn(16, 64)
     path = _convert(model, (x,), tmp_path / "outlier.tflite")
     with torch.no_grad():
-        ref = model(x).numpy()
+        return path, x, model(x).numpy()
+
+
+def test_a_layer_that_breaks_accuracy_stays_float(gpu, outlier, tmp_path):
+    path, x, ref = outlier
     result = quantize_for_gpu(path, tmp_path / "int8.tflite", "int8", inputs={"args_0": x.numpy()},
                               reference={"output_0": ref})
     assert result.ok, result.summary()
@@ -195,12 +201,8 @@ def test_a_layer_that_breaks_accuracy_stays_float(gpu, tmp_path):
     assert "kept float: b (" in result.line()
 
 
-def test_never_worse_than_the_float_file(gpu, tmp_path):
-    torch.manual_seed(0)
-    model, x = Outlier().eval(), torch.randn(16, 64)
-    path = _convert(model, (x,), tmp_path / "outlier.tflite")
-    with torch.no_grad():
-        ref = model(x).numpy()
+def test_never_worse_than_the_float_file(gpu, outlier, tmp_path):
+    path, x, ref = outlier
     out = tmp_path / "int8.tflite"
     result = quantize_for_gpu(path, out, "int8", inputs={"args_0": x.numpy()}, reference={"output_0": ref},
                               min_corr=0.9999999)                # a floor no int8 weight can keep
