@@ -58,6 +58,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+from litert_gpu_toolkit.quantize.plan import MODES as QUANTIZE_MODES
+
 ACTIVATIONS = ("o1", "trained", "library")    # library: the library's own initialisation, untouched
 ACTIVATIONS_ENV = "LITERT_ZOO_ACTIVATIONS"      # how the zoo's child processes learn the mode
 STREAM_OUTLIER = 400.0      # scale of a residual stream's outlier channels
@@ -68,7 +70,7 @@ FREE_STREAM_NAMES = ("token", "pos", "embed")    # free parameters that are adde
 
 
 WEIGHTS_ENV = "LITERT_ZOO_WEIGHTS"
-WEIGHTS_MODES = ("fp32", "fp16", "int8", "int4")      # convert_for_gpu(weights=...)
+WEIGHTS_MODES = tuple(QUANTIZE_MODES)                  # convert_for_gpu(weights=...)
 
 
 def weights_mode() -> str:

@@ -42,7 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-len", type=positive_int, default=256,
                    help="text-generation: the decode graph's KV-cache rows (default: 256)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the example inputs (default: 0)")
-    p.add_argument("--weights", choices=["fp32", "fp16", "int8", "int4"], default="fp32",
+    from ..quantize.plan import MODES
+
+    p.add_argument("--weights", choices=list(MODES), default="fp32",
                    help="store the weights as fp16 / int8 / int4 after the float graph PASSes; each quantized try is "
                         "checked on the GPU against torch and what fails stays float (default: fp32)")
     p.add_argument("--no-check", action="store_true",

@@ -58,10 +58,7 @@ def run(args: argparse.Namespace) -> int:
         result = quantize_for_gpu(args.model, args.output, args.weights, inputs=args.inputs,
                                   reference=args.reference, min_corr=args.min_corr, budget_s=args.budget,
                                   seed=args.seed)
-    except (InputError, InvalidModelError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (OSError, RuntimeError) as exc:
+    except (InputError, InvalidModelError, ValueError, OSError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     text = json.dumps(result.to_dict(), indent=1, default=str) + "\n"

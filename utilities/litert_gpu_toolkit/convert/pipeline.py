@@ -176,7 +176,8 @@ def _quantize(job, result: ConvertResult, path: Path, float_copy: Path) -> None:
     os.replace(path, float_copy)
     try:
         result.quantized = quantize_for_gpu(float_copy, path, mode, inputs=as_declared(float_copy, job.inputs),
-                                            reference=job.reference, min_corr=job.opts.weights_min_corr)
+                                            reference=job.reference, min_corr=job.opts.weights_min_corr,
+                                            float_report=result.report)
     except Exception as e:                                  # noqa: BLE001 - the float file stays; the reason is kept
         os.replace(float_copy, path)
         result.quantized = QuantizeResult(mode, path, False, why=f"quantizing failed: {error_text(e)[:300]}")

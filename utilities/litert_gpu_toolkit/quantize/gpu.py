@@ -39,10 +39,14 @@ class Outcome:
     """One checked try: ok only at full GPU residency with GPU ~ CPU and GPU ~ source at the floor."""
     ok: bool
     why: str                                    # "" when ok
-    fidelity: dict = field(default_factory=dict)   # "sig/output" -> corr of the GPU fp16 output with the source
-    by_run: dict = field(default_factory=dict)     # run ("cpu", "gpu_fp16", "gpu_fp32") -> the same per output
+    by_run: dict = field(default_factory=dict)     # run ("cpu", "gpu_fp16", "gpu_fp32") -> "sig/output" -> agreement
     report: object = None
     size: int = 0
+
+    @property
+    def fidelity(self) -> dict:
+        """"sig/output" -> agreement of the GPU fp16 output with the source."""
+        return self.by_run.get("gpu_fp16", {})
 
 
 @dataclass
@@ -55,7 +59,6 @@ class QuantizeResult:
     ops: list = field(default_factory=list)     # every WeightOp the mode could quantize
     size_float: int = 0
     size: int = 0
-    fidelity: dict = field(default_factory=dict)
     by_run: dict = field(default_factory=dict)  # run -> "sig/output" -> corr with the source (cpu, gpu_fp16, gpu_fp32)
     report: object = None
     tries: list = field(default_factory=list)   # one line per checked file
@@ -94,6 +97,11 @@ class QuantizeResult:
             if candidate and short_name(candidate) != _segment(candidate):
                 return short_name(candidate)
         return _segment(weight or name)
+
+    @property
+    def fidelity(self) -> dict:
+        """"sig/output" -> agreement of the GPU fp16 output with the source."""
+        return self.by_run.get("gpu_fp16", {})
 
     @property
     def no_gpu(self) -> bool:
@@ -195,7 +203,6 @@ class _Search:
         out = Outcome(report.ok, "" if report.ok else _why(report), report=report, size=len(data))
         out.by_run = {label: _fidelity(report, self.reference, label) for label in ("cpu", "gpu_fp16", "gpu_fp32")}
         out.by_run = {label: corr for label, corr in out.by_run.items() if corr}
-        out.fidelity = out.by_run.get("gpu_fp16", {})
         low = {f"{k}, {label}": v for label, corr in out.by_run.items() if label != "cpu"
                for k, v in corr.items() if not v >= self.min_corr}
         if out.ok and low:
@@ -319,16 +326,18 @@ def _together(search: _Search, plan: dict, keep: set, ops: list[WeightOp], kept:
 
 def quantize_for_gpu(model: str | os.PathLike, output: str | os.PathLike, weights: str = "int8", *,
                      inputs=None, reference: dict | None = None, min_corr: float | None = None,
-                     budget_s: float = 900.0, seed: int = 0) -> QuantizeResult:
+                     budget_s: float = 900.0, seed: int = 0, float_report=None) -> QuantizeResult:
     """Write `model`'s weights in the `weights` mode (fp32, fp16, int8, int4) to `output`, checked on the GPU.
 
     inputs: {sig: {name: array}}, {name: array} or an .npz path (default: the checker's seeded random inputs);
     reference: the source model's outputs on those inputs, the same forms (default: the float file's CPU
     output). Bad inputs or references raise `InputError` (a ValueError). min_corr: the floor the GPU outputs
     keep against the source and against the CPU (default: `plan.DEFAULT_MIN_CORR[weights]`, or, when the
-    float file itself sits below it on the GPU, the float file's agreement less the mode's allowance). budget_s: seconds
-    after which the per-layer search stops growing (what it found by then is kept).
-    `output` may not be `model` (ValueError). The file written is the float one when nothing quantized passes.
+    float file itself sits below it on the GPU, the float file's agreement less the mode's allowance).
+    budget_s: seconds after which the per-layer search stops growing (what it found by then is kept).
+    float_report: the caller's GPU check of `model` on the same inputs (its outputs), so the float file's own
+    agreement with the source is not measured a second time. `output` may not be `model` (ValueError). The
+    file written is the float one when nothing quantized passes.
     """
     import tempfile
 
@@ -370,28 +379,28 @@ def quantize_for_gpu(model: str | os.PathLike, output: str | os.PathLike, weight
     with tempfile.TemporaryDirectory(prefix="litert-quantize-") as tmp:
         search = _Search(data, feeds, reference, floor, budget_s, Path(tmp))
         if min_corr is None:
-            _float_floor(search, result)
+            _float_floor(search, result, float_report)
         out = _search(search, weights, ops, result)
         result.tries = search.tries
         if out is not None and out.ok:
             _write(out.path.read_bytes(), dst)
-            result.ok, result.size, result.fidelity, result.report = True, out.size, out.fidelity, out.report
-            result.by_run = out.by_run
+            result.ok, result.size, result.by_run, result.report = True, out.size, out.by_run, out.report
         else:
             _write(original, dst)
             result.forms, result.why = {}, (out.why if out is not None else "no form of any weight passed")
     return result
 
 
-def _float_floor(search: _Search, result: QuantizeResult) -> None:
+def _float_floor(search: _Search, result: QuantizeResult, report=None) -> None:
     """Measure where the float file itself stands against the source on the GPU; when that is below the mode's
     floor, the floor becomes the float file's agreement less the mode's allowance (1 - floor): quantizing may cost
     what the floor allows, counted from the float file (an fp16 GPU run of a float file is not exact either)."""
-    from ..check.checker import check_gpu_compatibility
+    if report is None:                         # else: the caller's check of the float file on these inputs
+        from ..check.checker import check_gpu_compatibility
 
-    path = search.work / "float.tflite"
-    path.write_bytes(search.data)
-    report = check_gpu_compatibility(path, inputs=search.feeds, precisions=("fp16", "fp32"), min_corr=None)
+        path = search.work / "float.tflite"
+        path.write_bytes(search.data)
+        report = check_gpu_compatibility(path, inputs=search.feeds, precisions=("fp16", "fp32"), min_corr=None)
     runs = [_fidelity(report, search.reference, label) for label in ("gpu_fp16", "gpu_fp32")]
     values = [v for run in runs for v in run.values() if v == v]
     if not values or min(values) >= search.min_corr:

@@ -69,12 +69,11 @@ def add_weights_argument(parser: argparse.ArgumentParser, default: str) -> None:
                              f"(default: {default}, offline)")
 
 
-QUANTIZE_MODES = ("fp32", "fp16", "int8", "int4")
-
-
 def add_quantize_argument(parser: argparse.ArgumentParser) -> None:
     """--quantize: the weights' mode of an export (`ConvertOptions.weights`); the file's name gets `_MODE`."""
-    parser.add_argument("--quantize", choices=QUANTIZE_MODES, default="fp32", metavar="MODE",
+    from ..quantize.plan import MODES
+
+    parser.add_argument("--quantize", choices=list(MODES), default="fp32", metavar="MODE",
                         help="store the weights as fp16 / int8 / int4 once the float graph PASSes: each quantized "
                              "try is checked strictly GPU-only against torch, and a layer that fails stays float "
                              "(default fp32; the file's name gets _MODE: artifacts/encoder_int8.tflite)")
