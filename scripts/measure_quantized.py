@@ -45,7 +45,30 @@ RECIPES = {
                       ref="artifacts/det_480x640_ref.npz",
                       dump=["dump_det_ref.py", "--height", "480", "--width", "640"],
                       verify=["verify_det.py", "--height", "480", "--width", "640"]),
+    "fcpe": dict(folder="audio/fcpe", model="artifacts/pitch_48000.tflite", export=["export_pitch.py"],
+                 ref="artifacts/pitch_ref.npz", dump=["dump_pitch_ref.py"], verify=["verify_pitch.py"]),
+    "hifigan": dict(folder="audio/hifigan", model="artifacts/vocoder_polyphase_128f.tflite",
+                    export=["export_vocoder.py"], ref="artifacts/reference.npz", dump=["dump_vocoder_ref.py"],
+                    verify=["verify_vocoder.py"]),
+    "openwakeword": dict(folder="audio/openwakeword", model="artifacts", files=["mel", "embedding", "hey_jarvis"],
+                         export=["export_oww.py"], ref="artifacts/oww_ref.npz", dump=["dump_oww_ref.py"],
+                         verify=["verify_oww.py"]),
+    "mtcnn": dict(folder="vision/mtcnn", model="artifacts", files=["pnet", "rnet", "onet"],
+                  export=["export_mtcnn.py"], ref="artifacts/mtcnn_ref.npz", dump=["dump_mtcnn_ref.py"],
+                  verify=["verify_mtcnn.py"]),
+    "realesrgan": dict(folder="vision/realesrgan_animevideov3", model="artifacts/realesrgan_x4_t64.tflite",
+                       export=["export_sr.py", "--scale", "4", "--tile", "64"], ref="artifacts/ref_x4_t64.npz",
+                       dump=["dump_sr_ref.py", "--scale", "4", "--tile", "64"],
+                       verify=["verify_sr.py", "--scale", "4", "--tile", "64"]),
+    "xfeat_extractor": dict(folder="vision/xfeat", model="artifacts/extractor_480x640.tflite",
+                            export=["export_extractor.py"], ref="artifacts/extractor_480x640_ref.npz",
+                            dump=["dump_extractor_ref.py"], verify=["verify_extractor.py"]),
+    "xfeat_matcher": dict(folder="vision/xfeat", model="artifacts/matcher_n512.tflite", export=["export_matcher.py"],
+                          ref="artifacts/matcher_n512_ref.npz", dump=["dump_matcher_ref.py"],
+                          verify=["verify_matcher.py"]),
 }
+# a recipe whose graphs are a folder of files (`files`) is verified with --quantize MODE (its verify picks
+# NAME_MODE.tflite); the others get --model FILE
 
 
 def python() -> str:
@@ -68,6 +91,13 @@ def mode_path(model: str, mode: str) -> str:
     return model if mode == "fp32" else str(p.with_name(f"{p.stem}_{mode}{p.suffix}"))
 
 
+def mode_files(cfg: dict, converted: Path, mode: str) -> list[Path]:
+    """The .tflite file(s) of `mode`: one file, or each of a folder recipe's graphs."""
+    if "files" in cfg:
+        return [converted / mode_path(f"{cfg['model']}/{name}.tflite", mode) for name in cfg["files"]]
+    return [converted / mode_path(cfg["model"], mode)]
+
+
 def measure(name: str, cfg: dict, modes: list[str], log: Path) -> dict:
     converted = ROOT / "models" / cfg["folder"] / "converted"
     print(f"[{name}]", flush=True)
@@ -79,18 +109,29 @@ def measure(name: str, cfg: dict, modes: list[str], log: Path) -> dict:
     for mode in modes:
         entry = row["modes"][mode] = {}
         code = run(cfg["export"] + ([] if mode == "fp32" else ["--quantize", mode]), converted, log)
-        path = converted / mode_path(cfg["model"], mode)
-        if code or not path.exists():
+        paths = mode_files(cfg, converted, mode)
+        if code or not all(p.exists() for p in paths):
             entry["error"] = f"export exit {code}"
             continue
-        entry["bytes"] = path.stat().st_size
-        sidecar = path.with_name(path.name + ".provenance.json")
-        entry["weights"] = json.loads(sidecar.read_text()).get("weights") if sidecar.exists() else None
+        entry["bytes"] = sum(p.stat().st_size for p in paths)
+        weights = {p.stem: _weights(p) for p in paths}
+        if len(paths) == 1:
+            entry["weights"] = weights[paths[0].stem]
+        elif any(weights.values()):          # a folder recipe: one line, graph by graph
+            entry["weights"] = {"line": "; ".join(f"{g}: {(w or {}).get('line', 'fp32')}" for g, w in weights.items()),
+                                "graphs": weights}
+        which = ["--quantize", mode] if "files" in cfg else ["--model", str(paths[0].relative_to(converted))]
         for device in DEVICES:
             before = time.time()
-            run(cfg["verify"] + ["--model", str(path.relative_to(converted)), "--device", device], converted, log)
-            entry[device] = _record(converted / "results.json", path, device, before)
+            run(cfg["verify"] + which + ["--device", device], converted, log)
+            entry[device] = _record(converted / "results.json", paths[0], device, before)
     return row
+
+
+def _weights(path: Path) -> dict | None:
+    """The quantization summary the export wrote into the file's provenance sidecar (None: fp32)."""
+    sidecar = path.with_name(path.name + ".provenance.json")
+    return json.loads(sidecar.read_text()).get("weights") if sidecar.exists() else None
 
 
 def _record(results: Path, path: Path, device: str, since: float) -> dict:
@@ -122,17 +163,17 @@ def time_modes(names: list[str], modes: list[str], rounds: int, repeats: int) ->
     for name in names:
         converted = ROOT / "models" / RECIPES[name]["folder"] / "converted"
         for mode in modes:
-            path = converted / mode_path(RECIPES[name]["model"], mode)
-            if path.exists():
-                files[(name, mode)] = (path, make_inputs(read_model_info(path))[0])
+            paths = mode_files(RECIPES[name], converted, mode)
+            if all(p.exists() for p in paths):
+                files[(name, mode)] = [(p, make_inputs(read_model_info(p))[0]) for p in paths]
     times: dict = {}
     for r in range(rounds):
-        for (name, mode), (path, feeds) in files.items():
+        for (name, mode), graphs in files.items():
             for device, accel in (("host-gpu", "gpu"), ("cpu", "cpu")):
-                run = compile_and_run(path, feeds, accelerator=accel, repeats=repeats)
-                if run.ok:
+                runs = [compile_and_run(p, feeds, accelerator=accel, repeats=repeats) for p, feeds in graphs]
+                if all(run.ok for run in runs):     # a folder recipe: its graphs' times added
                     times.setdefault(name, {}).setdefault(mode, {}).setdefault(device, []).append(
-                        1000.0 * sum(run.run_s.values()))
+                        1000.0 * sum(sum(run.run_s.values()) for run in runs))
         print(f"  latency round {r + 1}/{rounds} done", flush=True)
     return {n: {m: {d: round(statistics.median(v), 3) for d, v in per.items()} for m, per in ms.items()}
             for n, ms in times.items()}
@@ -156,8 +197,9 @@ def main(argv=None) -> int:
         print(json.dumps(latency, indent=1))
         if args.record:
             data = json.loads(OUT.read_text()) if OUT.exists() else {"rows": []}
+            old = data.get("latency", {}).get("ms", {})     # recipes timed in another run keep their ratios
             data["latency"] = {"command": "python scripts/measure_quantized.py --latency-only --record",
-                               "rounds": args.rounds, "repeats": 5, "ms": latency}
+                               "rounds": args.rounds, "repeats": 5, "ms": {**old, **latency}}
             OUT.write_text(json.dumps(data, indent=1) + "\n")
             print(f"wrote {OUT.relative_to(ROOT)}")
         return 0

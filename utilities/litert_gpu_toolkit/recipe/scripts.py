@@ -88,6 +88,16 @@ def quantized_path(path: Path, args) -> Path:
     return Path(path).with_name(f"{Path(path).stem}_{mode}{Path(path).suffix}")
 
 
+def add_files_mode_argument(parser: argparse.ArgumentParser) -> None:
+    """--quantize on a verify that reads a folder of graphs: which files, `NAME.tflite` (fp32) or the
+    `NAME_MODE.tflite` an export's `--quantize MODE` wrote beside them."""
+    from ..quantize.plan import MODES
+
+    parser.add_argument("--quantize", choices=list(MODES), default="fp32", metavar="MODE",
+                        help="verify the files an export with --quantize MODE wrote (NAME_MODE.tflite in the "
+                             "folder; default fp32: NAME.tflite)")
+
+
 def add_model_argument(parser: argparse.ArgumentParser, default: Path | None, *, writes: bool,
                        default_text: str | None = None) -> None:
     """--model: the .tflite an export writes (`writes=True`) or a verify reads. `default_text` describes a

@@ -25,9 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from litert_gpu_toolkit.core.metrics import compare
-from litert_gpu_toolkit.recipe import (LATENCY_METRIC, add_model_argument, add_ref_argument, finish_verify,
-                                       latency_ms, load_model, load_reference, print_failure, residency,
-                                       run_on_device, strict_gates, verify_main, verify_parser)
+from litert_gpu_toolkit.recipe import (LATENCY_METRIC, add_files_mode_argument, add_model_argument, add_ref_argument,
+                                       finish_verify, latency_ms, load_model, load_reference, print_failure,
+                                       quantized_path, residency, run_on_device, strict_gates, verify_main,
+                                       verify_parser)
 
 HERE = Path(__file__).resolve().parent
 GRAPHS = ("mel", "embedding", "hey_jarvis")
@@ -80,6 +81,7 @@ def main(argv=None) -> int:
     parser = verify_parser(__doc__, HERE)
     add_model_argument(parser, HERE / "artifacts", writes=False,
                        default_text="artifacts (the folder of mel.tflite, embedding.tflite, hey_jarvis.tflite)")
+    add_files_mode_argument(parser)
     add_ref_argument(parser, HERE / "artifacts" / "oww_ref.npz", writes=False)
     parser.add_argument("--shipped", type=Path, default=None, metavar="DIR",
                         help="folder of the wheel's own .tflite files (default: the installed openwakeword's)")
@@ -92,7 +94,7 @@ def main(argv=None) -> int:
                      f"not {args.device}")
     devices = {g: FP32_OF[args.device] if g in args.fp32_graphs else args.device for g in GRAPHS}
     graph = "pipeline" + (f"_{'+'.join(g for g in GRAPHS if g in args.fp32_graphs)}-fp32" if args.fp32_graphs else "")
-    paths = {g: args.model / f"{g}.tflite" for g in GRAPHS}
+    paths = {g: quantized_path(args.model / f"{g}.tflite", args) for g in GRAPHS}
     infos = {g: load_model(p, "export_oww.py") for g, p in paths.items()}
     ref = load_reference(args.ref, "dump_oww_ref.py")
     from oww import shipped_tflite

@@ -23,9 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from litert_gpu_toolkit.core.model_info import read_model_info
-from litert_gpu_toolkit.recipe import (LATENCY_METRIC, ArtifactError, add_ref_argument, finish_verify, latency_ms,
-                                       load_model, load_reference, print_failure, residency, run_on_device,
-                                       strict_gates, verify_main, verify_parser)
+from litert_gpu_toolkit.recipe import (LATENCY_METRIC, ArtifactError, add_files_mode_argument, add_ref_argument,
+                                       finish_verify, latency_ms, load_model, load_reference, print_failure,
+                                       quantized_path, residency, run_on_device, strict_gates, verify_main,
+                                       verify_parser)
 
 HERE = Path(__file__).resolve().parent
 NETS = ("pnet", "rnet", "onet")
@@ -39,11 +40,12 @@ class StageFailed(RuntimeError):
         self.name, self.run = name, run
 
 
-def device_runners(art: Path, device: str, runs: dict):
-    """Runners (see mtcnn.detect) that send one stage of all photos to `device` in one compile each."""
+def device_runners(paths: dict, device: str, runs: dict):
+    """Runners (see mtcnn.detect) that send one stage of all photos to `device` in one compile each
+    (`paths`: net name -> its .tflite)."""
     def call(name, inputs):
         start = time.perf_counter()
-        run = run_on_device(art / f"{name}.tflite", inputs, device)
+        run = run_on_device(paths[name], inputs, device)
         runs[name] = (run, time.perf_counter() - start)
         if not run.ok:
             raise StageFailed(name, run)
@@ -54,7 +56,7 @@ def device_runners(art: Path, device: str, runs: dict):
         return [{sig: (o["output_0"][i], o["output_1"][i]) for sig, o in out.items()} for i in range(len(per_photo))]
 
     def batched(name):  # fixed-batch graph: concatenate all photos' crops, pad to whole batches, split back
-        batch = read_model_info(art / f"{name}.tflite").signatures[0].inputs["args_0"].shape[0]
+        batch = read_model_info(paths[name]).signatures[0].inputs["args_0"].shape[0]
 
         def run(per_photo):
             counts = [len(x) for x in per_photo]
@@ -75,11 +77,13 @@ def main() -> int:
     p = verify_parser(__doc__, HERE)
     p.add_argument("--model", type=Path, default=HERE / "artifacts", metavar="DIR",
                    help="the folder holding pnet.tflite, rnet.tflite and onet.tflite (default: artifacts)")
+    add_files_mode_argument(p)
     add_ref_argument(p, HERE / "artifacts" / "mtcnn_ref.npz", writes=False)
     args = p.parse_args()
+    paths = {n: quantized_path(args.model / f"{n}.tflite", args) for n in NETS}
     from mtcnn import detect, load_photo, match_faces, pnet_signature, pyramid_sizes   # imports torch
 
-    infos = {n: load_model(args.model / f"{n}.tflite", "export_mtcnn.py") for n in NETS}
+    infos = {n: load_model(paths[n], "export_mtcnn.py") for n in NETS}
     ref = load_reference(args.ref, "dump_mtcnn_ref.py")
     photos = [str(s) for s in ref["photos"]]
     images = [load_photo(ph) for ph in photos]
@@ -93,7 +97,7 @@ def main() -> int:
     start = time.perf_counter()
     print(f"running {len(photos)} photos through P-Net, R-Net and O-Net on {args.device} ...")
     try:
-        found = detect(images, *device_runners(args.model, args.device, runs))
+        found = detect(images, *device_runners(paths, args.device, runs))
     except StageFailed as exc:
         print_failure(exc.run, exc.name)
         found = None
@@ -154,7 +158,7 @@ def main() -> int:
     return finish_verify(args, graph="mtcnn", run=runs.get("pnet", (None,))[0],
                          residency="; ".join(f"{n}: {line}" for n, line in lines.items()), metrics=metrics,
                          gates=gates, headline=["min_iou", "faces_torch_device", "max_landmark_err_px"],
-                         models={n: args.model / f"{n}.tflite" for n in NETS}, extra={"per_photo": per_photo})
+                         models=paths, extra={"per_photo": per_photo})
 
 
 if __name__ == "__main__":
