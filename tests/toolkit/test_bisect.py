@@ -142,6 +142,31 @@ def test_a_flat_graph_behind_a_wrapper_is_tapped_at_its_layers():
     assert names == ["model.0", "model.1", "model.2", "model.3", ""], names
 
 
+def test_a_model_without_blocks_is_one_boundary_its_output():
+    """A bare arithmetic module or a single layer has no block to tap: its output is the one boundary (before,
+    bisect ended in a ValueError traceback, "no boundaries", for a builder returning such a model)."""
+    class Bare(torch.nn.Module):
+        def forward(self, x):
+            return x * 2 + 1
+
+    assert auto_boundaries(Bare(), [torch.randn(1, 4)]) == [""]
+    assert auto_boundaries(torch.nn.Linear(4, 4), (torch.randn(1, 4),)) == [""]
+
+
+def test_cli_on_a_model_without_blocks(gpu, tmp_path):
+    script = tmp_path / "bare.py"
+    script.write_text("import torch\n"
+                      "class M(torch.nn.Module):\n"
+                      "    def forward(self, x):\n"
+                      "        return x * 2 + 1\n"
+                      "def build():\n"
+                      "    return M(), [torch.randn(1, 4)]\n")
+    out = subprocess.run([sys.executable, "-m", "litert_gpu_toolkit", "bisect", f"{script}:build", "--no-fp32"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "Traceback" not in out.stderr and "<output>" in out.stdout and "diagnosis: clean" in out.stdout
+
+
 def test_planted_overflow_block_is_found(gpu):
     torch.manual_seed(0)
     report = bisect(Planted(), (torch.randn(1, 16, 64),), progress=False)

@@ -177,6 +177,30 @@ def test_a_model_that_does_not_run_is_a_result(tmp_path):
     assert "running the model in torch" in result.summary() and "mat1 and mat2" in result.error_line
 
 
+class ReturnsInt(nn.Module):
+    def forward(self, x):
+        return x.shape[-1]
+
+
+class ReturnsTensorAndInt(nn.Module):
+    def forward(self, x):
+        return {"y": x * 2, "n": 3}
+
+
+def test_a_model_returning_no_tensor_names_what_it_returns(tmp_path):
+    """Before: INVALID_MODEL, "the model has no operators", twice (rewritten and plain), naming nothing."""
+    result = convert_for_gpu(ReturnsInt(), (X,), tmp_path / "int.tflite")
+    assert result.stage == "outputs" and result.verdict == "ERROR", result.summary()
+    assert "returns no tensor (output: int " in result.error_line and "torch.tensor" in result.error_line
+    assert not (tmp_path / "int.tflite").exists()
+
+
+def test_a_value_beside_the_tensors_is_named_in_a_warning(tmp_path):
+    with pytest.warns(UserWarning, match=r"not in the \.tflite: output\['n'\]: int 3"):
+        result = convert_for_gpu(ReturnsTensorAndInt(), (X,), tmp_path / "mixed.tflite", check=False)
+    assert result.error is None, result.summary()
+
+
 def test_an_error_in_the_checker_is_a_result(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("checker exploded")

@@ -12,6 +12,8 @@ import importlib
 import os
 import sys
 
+from ..core.interrupt import EXIT_INTERRUPTED, prompt_interrupt
+
 EXIT_STATUS = """\
 Exit status (every command):
   2    bad arguments or input arrays, an unreadable / unwritable file, a FIFO or device where a file belongs,
@@ -38,7 +40,6 @@ COMMANDS = {
                  "GPU runs right"),
     "phone": ("litert_gpu_toolkit.cli.phone", "list phones, push the on-device runner, run a model on a phone's GPU"),
 }
-EXIT_INTERRUPTED = 130
 
 
 def _chosen(argv: list[str]) -> str | None:
@@ -75,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args._run(args) or 0)
+        with prompt_interrupt():
+            return int(args._run(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

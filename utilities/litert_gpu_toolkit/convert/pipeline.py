@@ -127,14 +127,39 @@ def _reference(model, entries: dict, single: bool, kwargs, verbose) -> tuple[dic
                 inputs[name] = signature_arrays(args, kw)
                 out = model(*args, **kw)
                 arrays = np_tree(out)
+                if not arrays:
+                    raise _StageError("outputs", _no_tensor_text(out))
+                _warn_non_tensor_outputs(out)
                 names, flat = output_names(out, len(arrays))
                 flatten = flatten or flat
                 reference[name] = dict(zip(names, arrays))
+    except _StageError:
+        raise
     except (Exception, SystemExit) as e:                     # noqa: BLE001 - the model's own error is a result
         raise _StageError("run", error_text(e)) from None
     if flatten:                                        # every signature then returns output_0, ...
         reference = {n: {f"output_{i}": a for i, a in enumerate(ref.values())} for n, ref in reference.items()}
     return parsed, inputs, reference, flatten, input_share(model, *next(iter(parsed.values())))
+
+
+def _no_tensor_text(out) -> str:
+    """A model returning no tensor cannot become a .tflite (the converter would say "no operators"): what it
+    returns instead."""
+    from ..core.outputs import non_tensor_outputs
+
+    return ("the model returns no tensor (" + ("; ".join(non_tensor_outputs(out)) or "None") + "): a .tflite "
+            "returns tensors only; return torch.tensor(...) for a value the graph should compute")
+
+
+def _warn_non_tensor_outputs(out) -> None:
+    """Values beside the tensors (an int, a string) are left out of the file: say which."""
+    import warnings
+
+    from ..core.outputs import non_tensor_outputs
+
+    others = non_tensor_outputs(out)
+    if others:
+        warnings.warn("not tensors, so not in the .tflite: " + "; ".join(others), stacklevel=5)
 
 
 def _convert(model, example_inputs, path: Path, opts: ConvertOptions, kwargs, signatures):

@@ -117,6 +117,7 @@ class ConvertResult:
 
 
 STAGES = {"run": "running the model in torch on the example inputs", "copy": "copying the model",
+          "outputs": "reading the model's outputs",
            "rewrite": "rewriting the model", "check": "checking the converted file", "convert": "converting",
            "quantize": "quantizing the weights"}
 

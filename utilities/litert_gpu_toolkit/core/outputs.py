@@ -86,6 +86,25 @@ class FlatOutputs(torch.nn.Module):
         return tuple(flat_tensors(self.model(*args, **kwargs)))
 
 
+def non_tensor_outputs(value, where: str = "output") -> list[str]:
+    """Where a (nested) output holds something that is not a tensor, with what it is (`output[1]: int 3`,
+    `output['n']: str 'a'`): a .tflite returns tensors only, so these are not in the converted file. None is
+    no value and is not listed."""
+    import dataclasses
+
+    if isinstance(value, torch.Tensor) or value is None:
+        return []
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in non_tensor_outputs(v, f"{where}[{k!r}]")]
+    if isinstance(value, (list, tuple)):
+        return [p for i, v in enumerate(value) for p in non_tensor_outputs(v, f"{where}[{i}]")]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [p for f in dataclasses.fields(value)
+                for p in non_tensor_outputs(getattr(value, f.name), f"{where}.{f.name}")]
+    text = repr(value)
+    return [f"{where}: {type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"]
+
+
 def flat_tensors(value) -> list:
     """The tensors of a (nested) output -- dicts, lists, tuples, dataclasses -- in the order the converter
     flattens them; `convert_result.np_tree` lists the reference in this same order."""

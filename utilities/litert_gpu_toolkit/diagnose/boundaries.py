@@ -94,8 +94,8 @@ def auto_boundaries(model, example_inputs: Sequence | None = None, max_boundarie
         stem = _stem(model, names[0], order) if names else None
         if stem is not None:
             names.insert(0, stem)
-        if names and not _is_output(model, names[-1], out, example_inputs, forward):
-            names.append("")
+        if not names or not _is_output(model, names[-1], out, example_inputs, forward):
+            names.append("")                # a model without blocks is one boundary: its output
     if len(names) > max_boundaries > 1:       # spread evenly, always keeping the last
         keep = sorted({round(i * (len(names) - 1) / (max_boundaries - 1)) for i in range(max_boundaries)})
         names = [names[i] for i in keep]

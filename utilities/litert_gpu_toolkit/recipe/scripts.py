@@ -42,12 +42,19 @@ def verify_parser(doc: str | None, here: Path) -> argparse.ArgumentParser:
 
 
 def verify_main(main: Callable[[], int | None]) -> int:
-    """Run a verify script's `main`, turning user mistakes into one `error:` line and exit 2 (NO_GPU: 3)."""
+    """Run a verify script's `main`, turning user mistakes into one `error:` line and exit 2 (NO_GPU: 3), and
+    Ctrl-C into exit 130 within seconds, nothing recorded (`core.interrupt`: also while inside native code)."""
+    from ..core.interrupt import EXIT_INTERRUPTED, prompt_interrupt
+
     try:
-        return int(main() or 0)
+        with prompt_interrupt():
+            return int(main() or 0)
     except RecipeError as exc:
         print(f"{Path(sys.argv[0]).name}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"{Path(sys.argv[0]).name}: interrupted; nothing recorded", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 EXIT_EPILOG = ("exit status: 0 all gates passed, 1 a gate failed (the run is recorded), 2 usage error (unknown device, "
