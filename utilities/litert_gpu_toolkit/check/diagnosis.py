@@ -74,36 +74,74 @@ def interesting_tail(log: str, lines: int = 15) -> str:
     return "\n".join(kept[-lines:])
 
 
-def _judge(cmp: Comparison, out: np.ndarray, ref: np.ndarray, tol: Tolerance) -> str | None:
-    """None when `out` is within tolerance of `ref`, else the symptom: nonfinite / all_zero / degraded."""
+# An output whose spread is this few fp16 steps (at its own magnitude) cannot show a correlation fp16 keeps: the
+# rounding of each value alone is a large share of its variation (a depth map of 5.0 +- 0.045 is 11 steps of
+# 0.0039 wide, and correct fp16 arithmetic gives corr ~0.99 there). Such an output is judged by its largest
+# error in those steps instead: at most LOW_SPREAD_MAX_STEPS (0.4-0.8 % of the magnitude), which still fails a
+# flat or shifted output.
+LOW_SPREAD_STEPS = 32
+LOW_SPREAD_MAX_STEPS = 8
+
+
+def fp16_step(magnitude: float) -> float:
+    """The spacing of fp16 values at `magnitude` (the subnormal spacing below fp16's smallest normal)."""
+    if not magnitude > 0 or not math.isfinite(magnitude):
+        return 2.0 ** -24
+    return 2.0 ** (max(math.floor(math.log2(magnitude)), -14) - 10)
+
+
+def low_spread(ref: np.ndarray) -> tuple[float, float] | None:
+    """(spread in fp16 steps, one step) when `ref`'s standard deviation is under LOW_SPREAD_STEPS fp16 steps
+    at its largest magnitude, else None."""
+    r = np.asarray(ref, dtype=np.float64)
+    r = r[np.isfinite(r)]
+    if r.size < 2:
+        return None
+    step = fp16_step(float(np.abs(r).max()))
+    spread = float(r.std()) / step
+    return (spread, step) if 0 < spread < LOW_SPREAD_STEPS else None
+
+
+def _judge(cmp: Comparison, out: np.ndarray, ref: np.ndarray, tol: Tolerance) -> tuple[str | None, str]:
+    """(None when `out` is within tolerance of `ref`, else the symptom: nonfinite / all_zero / degraded;
+    the measure that decided)."""
     ref_nonfinite = int(np.size(ref) - np.count_nonzero(np.isfinite(np.asarray(ref, dtype=np.float64))))
     if cmp.nonfinite > ref_nonfinite:
-        return "nonfinite"
+        return "nonfinite", "non-finite values"
     if cmp.all_zero:
-        return "all_zero"
+        return "all_zero", "all zero"
     o = np.asarray(out, dtype=np.float64).reshape(np.shape(ref))
     r = np.asarray(ref, dtype=np.float64)
     if tol.rtol is not None or tol.atol is not None:
         if not np.allclose(o, r, rtol=tol.rtol or 0.0, atol=tol.atol or 0.0, equal_nan=True):
-            return "degraded"
-    if tol.min_corr is not None:
-        if math.isfinite(cmp.corr):
-            if cmp.corr < tol.min_corr:
-                return "degraded"
-        else:  # constant tensor or a single value: no correlation to speak of, use a relative test
-            scale = float(np.nanmax(np.abs(r[np.isfinite(r)]))) if np.isfinite(r).any() else 1.0
-            if not np.allclose(o, r, rtol=1e-2, atol=1e-3 * max(scale, 1.0), equal_nan=True):
-                return "degraded"
-    return None
+            return "degraded", "allclose"
+    if tol.min_corr is None:
+        return None, "allclose"
+    finite = r[np.isfinite(r)]
+    if not math.isfinite(cmp.corr) and (finite.size < 2 or float(finite.std()) == 0.0):
+        # a constant reference or a single value: no correlation to speak of
+        scale = float(np.nanmax(np.abs(r[np.isfinite(r)]))) if np.isfinite(r).any() else 1.0
+        ok = np.allclose(o, r, rtol=1e-2, atol=1e-3 * max(scale, 1.0), equal_nan=True)
+        return (None if ok else "degraded"), "relative error (constant output)"
+    if math.isfinite(cmp.corr) and cmp.corr >= tol.min_corr:
+        return None, "corr"           # (a constant output against a varying reference has no corr: not within)
+    spread = low_spread(r)
+    if spread is None:
+        return "degraded", "corr"
+    steps = cmp.max_abs / spread[1]
+    measure = (f"max error {steps:.1f} fp16 steps <= {LOW_SPREAD_MAX_STEPS}" if steps <= LOW_SPREAD_MAX_STEPS else
+               f"max error {steps:.1f} fp16 steps > {LOW_SPREAD_MAX_STEPS}") + \
+        f" (low spread: std {spread[0]:.1f} steps of {spread[1]:.2g}; corr {cmp.corr:.4f} not telling)"
+    return (None if steps <= LOW_SPREAD_MAX_STEPS else "degraded"), measure
 
 
 def _compare_entry(out, ref, tol: Tolerance) -> dict:
     try:
         cmp = compare(out, ref)
     except ValueError as exc:
-        return {"error": str(exc), "within_tolerance": False, "symptom": "degraded"}
-    symptom = _judge(cmp, out, ref, tol)
-    return {**cmp.to_dict(), "within_tolerance": symptom is None, "symptom": symptom}
+        return {"error": str(exc), "within_tolerance": False, "symptom": "degraded", "measure": "shape"}
+    symptom, measure = _judge(cmp, out, ref, tol)
+    return {**cmp.to_dict(), "within_tolerance": symptom is None, "symptom": symptom, "measure": measure}
 
 
 def _environment(runs: dict[str, RunResult]) -> dict:

@@ -99,6 +99,7 @@ class NumericFailure:
     signature: str
     output: str
     symptom: str  # "nonfinite" | "all_zero" | "degraded"
+    measure: str = "corr"  # what decided (`diagnosis._judge`): corr, allclose, fp16 steps for a low-spread output
 
     def as_tuple(self) -> tuple[str, str, str, str]:
         return (self.label, self.signature, self.output, self.symptom)
@@ -111,6 +112,7 @@ class Numerics:
     failures: list[NumericFailure] = field(default_factory=list)
     labels_ok: dict[str, bool] = field(default_factory=dict)
     suspected_fallback: list[str] = field(default_factory=list)  # "sig/name" bit-identical to the CPU
+    by_steps: list[str] = field(default_factory=list)  # "sig/name": low spread, judged in fp16 steps, not corr
     cpu_mismatches: list[str] = field(default_factory=list)  # problems: the CPU already differs from reference
 
     @property
@@ -297,8 +299,10 @@ def _step_numerics(ctx: _Context, prepared: PreparedInputs, cpu: RunResult, gpu:
                 entry["vs_cpu"][lbl] = c
                 if c["suspected_cpu_fallback"]:
                     num.suspected_fallback.append(f"{s.key}/{name}")
+                if "fp16 steps" in c["measure"] and f"{s.key}/{name}" not in num.by_steps:
+                    num.by_steps.append(f"{s.key}/{name}")
                 if not c["within_tolerance"]:
-                    num.failures.append(NumericFailure(lbl, s.key, name, c["symptom"]))
+                    num.failures.append(NumericFailure(lbl, s.key, name, c["symptom"], c["measure"]))
                     num.labels_ok[lbl] = False
             ref = prepared.references.get(s.key, {}).get(name)
             if ref is None:
@@ -322,7 +326,8 @@ def _step_numerics(ctx: _Context, prepared: PreparedInputs, cpu: RunResult, gpu:
                     report.problems.append(problem)
                     num.cpu_mismatches.append(problem)
                 else:
-                    num.failures.append(NumericFailure(f"{lbl} vs reference", s.key, name, c["symptom"]))
+                    num.failures.append(NumericFailure(f"{lbl} vs reference", s.key, name, c["symptom"],
+                                                       c["measure"]))
     if num.suspected_fallback:
         report.warnings.append(
             "suspected silent CPU fallback: the GPU fp16 output is bit-identical to CPU fp32 "
@@ -342,10 +347,22 @@ def _step_numerics(ctx: _Context, prepared: PreparedInputs, cpu: RunResult, gpu:
             }
         )
     for f in num.failures:
+        how = f"; {f.measure}" if "fp16 steps" in f.measure or f.measure == "allclose" else ""
         report.problems.append(
-            f"{f.signature}/{f.output} on {f.label}: outside tolerance ({f.symptom.replace('_', '-')})"
+            f"{f.signature}/{f.output} on {f.label}: outside tolerance ({f.symptom.replace('_', '-')}{how})"
         )
+    if num.by_steps:
+        report.warnings.append(
+            f"judged by the largest error in fp16 steps, not by corr: {', '.join(num.by_steps)} (a spread under "
+            "32 fp16 steps at the output's magnitude: fp16 rounding alone lowers corr there)")
     return num
+
+
+def inputs_used(report) -> str:
+    """Which inputs the numbers come from: the caller's, random ones, or both."""
+    sources = {"caller" if i.get("source") == "caller array" else "random" for i in report.inputs}
+    return {"caller": "the caller's inputs", "random": "random inputs"}.get(
+        next(iter(sources)) if len(sources) == 1 else "", "the caller's and random inputs")
 
 
 def _step_verdict(ctx: _Context, info: ModelInfo, gpu: GpuRuns, num: Numerics) -> tuple[str, str]:
@@ -379,10 +396,16 @@ def _step_verdict(ctx: _Context, info: ModelInfo, gpu: GpuRuns, num: Numerics) -
         if num.wrong:
             summary += "; numbers also wrong: " + ", ".join(num.kinds() or ["conversion"])
         return verdict, summary
+    used = inputs_used(report)
     if num.wrong:
         kinds = num.kinds() or ["conversion mismatch"]
+        if used != "the caller's inputs":
+            report.warnings.append(
+                f"this verdict rests on {used}: a model can be right on its real inputs and wrong on random ones "
+                "(out of its range); check with real inputs (inputs=..., --inputs FILE.npz) before rewriting")
         return NUMERICS_FAIL, (
-            f"{report.residency['line']}, but the numbers are wrong: " + ", ".join(k.replace("_", "-") for k in kinds)
+            f"{report.residency['line']}, but the numbers are wrong on {used}: "
+            + ", ".join(k.replace("_", "-") for k in kinds)
         )
     worst = min(
         (
@@ -395,4 +418,5 @@ def _step_verdict(ctx: _Context, info: ModelInfo, gpu: GpuRuns, num: Numerics) -
         default=None,
     )
     corr_text = f"; min corr vs CPU {worst:.6f}" if worst is not None else ""
-    return PASS, f"{report.residency['line']}; outputs within tolerance{corr_text}"
+    steps_text = f"; {len(num.by_steps)} low-spread output(s) judged in fp16 steps" if num.by_steps else ""
+    return PASS, f"{report.residency['line']}; outputs within tolerance on {used}{corr_text}{steps_text}"
