@@ -186,7 +186,9 @@ def _suggest_for_rejections(info: ModelInfo, rejected: list[dict]) -> list[dict]
 
 def _suggest_for_numerics(info: ModelInfo, failures: list[tuple[str, str, str, str]],
                           labels_ok: dict[str, bool]) -> list[dict]:
-    """failures: (label, signature, output, symptom) for each GPU comparison outside tolerance."""
+    """failures: (label, signature, output, symptom) for each GPU comparison outside tolerance. Only the rules
+    of the class the runs show (fp16 only: precision; fp32 as wrong: a GPU miscompute), and of those only the
+    rewrites with an op to act on in this graph (`symptoms.in_graph`)."""
     hist = info.op_histogram()
     reductions = ", ".join(f"{op} x{hist[op]}" for op in REDUCTION_OPS if op in hist)
     out: list[dict] = []
@@ -197,13 +199,20 @@ def _suggest_for_numerics(info: ModelInfo, failures: list[tuple[str, str, str, s
         evidence = [f"{sig}/{name} on {label}: {kind.replace('_', '-')}" for label, sig, name in hits]
         fp16_only = all(lbl.startswith("gpu_fp16") for lbl, _, _ in hits) and any(
             lbl.startswith("gpu_fp32") and ok for lbl, ok in labels_ok.items())
+        fp32_too = any(lbl.startswith("gpu_fp32") for lbl, _, _ in hits)
         if fp16_only:
             evidence.append("the fp32 GPU run (enforce_f32) is within tolerance: an fp16 range/precision problem")
-        elif any(lbl.startswith("gpu_fp32") for lbl, _, _ in hits):
-            evidence.append("fp32 on the GPU fails too: not only fp16 -- bisect to the first diverging tensor")
-        if reductions:
+        elif fp32_too:
+            evidence.append("fp32 on the GPU fails too: a GPU miscompute, not fp16 precision -- bisect names the op")
+        if reductions and not fp32_too:
             evidence.append(f"candidate reductions in the graph: {reductions}")
+        wrong_class = "both" if fp16_only else "fp16" if fp32_too else None
         for s in symptom_table.for_numeric(kind):
+            if s.fails_in == wrong_class:
+                continue
+            rewrites = [r for r in s.rewrites if symptom_table.in_graph(r, hist)]
+            if not rewrites:
+                continue
             out.append({"symptom": s.id, "seen": s.seen, "cause": s.cause, "evidence": evidence,
-                        "rewrites": list(s.rewrites), "upstream": s.upstream})
+                        "rewrites": rewrites, "upstream": s.upstream})
     return out

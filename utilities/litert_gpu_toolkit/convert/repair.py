@@ -68,14 +68,18 @@ def diagnose_and_repair(job, best: ConvertResult, path: Path, try_path, excluded
     bound = ("; needs more than fp16 (torch with fp16 tensors is wrong too): see the precision plan in the "
              "diagnosis") if report.storage_bound else ""
     job.log.append(f"diagnosis: {report.diagnosis} at {report.module or report.first_divergent or '-'}{bound}")
-    stage(f"bisect: {report.diagnosis} at {report.module or report.first_divergent or '-'}{bound}"
-          + (f"; trying {', '.join(report.rewrites)}" if report.rewrites else ""))
     from ..rewrites.registry import PATCHES, load_rewrites
 
     load_rewrites()
     # the defaults were in the conversion already: only opt-in rewrites are new
     new = [r for r in report.rewrites if r in PATCHES and not PATCHES[r].default and r not in excluded
            and r not in (job.opts.include or ())]
+    had = [r for r in report.rewrites if r not in new and r in best.applied]
+    stage(f"bisect: {report.diagnosis} at {report.module or report.first_divergent or '-'}{bound}"
+          + (f"; trying {', '.join(new)}" if new else "; no new rewrite to try")
+          + (f" ({', '.join(had)} already applied: the cause is not there)" if had else ""))
+    if had:
+        job.log.append(f"diagnosis: {', '.join(had)} matched but already applied")
     if not new or time.monotonic() - start > budget_s:
         return best
     saved = job.opts

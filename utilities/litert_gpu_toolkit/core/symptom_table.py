@@ -26,6 +26,9 @@ class Symptom:
     # where the `log` pattern is seen: "convert" (converter / torch.export errors), "gpu" (delegate / GPU
     # compile messages) or "any"; `for_log(text, stage=...)` matches only the symptoms of that stage
     stage: str = "any"
+    # a numeric symptom's class: "fp16" (the fp32 GPU run is right: precision or range), "both" (fp32 on the GPU
+    # is as wrong: a GPU miscompute), "any"; the checker suggests only the class the runs show
+    fails_in: str = "any"
 
 
 # elements reduced into one output value from which a MEAN / SUM is a phone-only risk (`long_reduction`): the
@@ -230,6 +233,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
               "fail, 4 and 8 do not; AVERAGE_POOL_2D over the same plane is right.",
         rewrites=("patch_padded_mean",),
         numeric="nonfinite",
+        fails_in="both",
     ),
     Symptom(
         id="long_reduction",
@@ -242,6 +246,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
         ops=("MEAN", "SUM"),
         desktop_reproduces=False,
         phone_only_note="reduced correctly by the desktop WebGPU delegate (llvmpipe); an fp16 accumulator is not",
+        fails_in="fp16",
     ),
     Symptom(
         id="cast",
@@ -305,6 +310,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
                   "patch_mask_fill_fp16", "l2_normalize", "patch_safe_reductions", "patch_rescale_stream",
                   "patch_rescale_products"),
         numeric="nonfinite",
+        fails_in="fp16",
     ),
     Symptom(
         id="fp16_silent_zero",
@@ -312,6 +318,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
         cause="RMSNorm's sum of squares overflowed to inf in fp16 and the normalisation divided it away.",
         rewrites=("patch_rmsnorm", "patch_safe_layernorm", "hierarchical_mean"),
         numeric="all_zero",
+        fails_in="fp16",
     ),
     Symptom(
         id="fp16_degraded",
@@ -323,6 +330,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
         rewrites=("bisect", "patch_safe_expm1", "patch_safe_layernorm", "patch_instance_norm", "patch_group_norm",
                   "hierarchical_mean"),
         numeric="degraded",
+        fails_in="fp16",
     ),
     Symptom(
         id="fp16_compounding",
@@ -334,6 +342,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
               "MobileNetV2 plant: torch16 0.96 at the output).",
         rewrites=("bisect", "patch_split_k", "plan_precision"),
         numeric="compounding",
+        fails_in="fp16",
     ),
     Symptom(
         id="parametrized_weights",
@@ -371,6 +380,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
               "bisect names such nodes in a miscomputing block. Measured on llvmpipe, ai-edge-litert 2.3.0.",
         rewrites=("patch_constant_operand_rank4", "patch_fold_constants", "patch_pad_rank4"),
         numeric="degraded",
+        fails_in="both",
     ),
     Symptom(
         id="batch_matmul",
@@ -404,6 +414,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
         rewrites=("patch_avg_pool",),
         ops=("STABLEHLO_REDUCE_WINDOW",),
         numeric="degraded",
+        fails_in="both",
     ),
     Symptom(
         id="strided_assign",
@@ -426,5 +437,6 @@ SYMPTOMS: tuple[Symptom, ...] = (
         notes=("Measured on llvmpipe, ai-edge-litert 2.3.0: nn.GRU(8, 16) on [2, 5, 8], corr 0.994 (0.905 with "
                "bias=False); the same layer with h0 given, or at batch 1, is right. LSTM / RNN and the cells "
                "convert right; patch_recurrent unrolls all of them so no zero-state constant is emitted.",),
+        fails_in="both",
     ),
 )

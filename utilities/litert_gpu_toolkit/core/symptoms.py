@@ -56,6 +56,31 @@ NEEDS_MODULE: dict[str, tuple[str, ...]] = {
 }
 
 
+# rewrite -> the op types the converted graph must hold for it to change anything: any one of the groups, every
+# op of a group (a recurrent cell lowers to LOGISTIC and TANH; a sigmoid head alone is no recurrence). Rewrites
+# not listed act on ops too common to tell (ADD, MUL, ...) and are always kept.
+NEEDS_OPS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "patch_safe_expm1": (("EXP",),),
+    "patch_safe_layernorm": (("MEAN",), ("SUM",)), "patch_rmsnorm": (("MEAN",), ("SUM",)),
+    "patch_instance_norm": (("MEAN",), ("SUM",)), "patch_group_norm": (("MEAN",), ("SUM",)),
+    "hierarchical_mean": (("MEAN",), ("SUM",)), "safe_mean": (("MEAN",),), "safe_sum": (("SUM",),),
+    "patch_safe_reductions": (("MEAN",), ("SUM",)), "patch_padded_mean": (("MEAN",),),
+    "patch_safe_softmax": (("SOFTMAX",), ("EXP",)), "patch_safe_vector_norm": (("SQRT",), ("RSQRT",)),
+    "l2_normalize": (("SQRT",), ("RSQRT",), ("L2_NORMALIZATION",)),
+    "patch_split_k": (("FULLY_CONNECTED",), ("BATCH_MATMUL",), ("CONV_2D",)),
+    "patch_prescale_attention": (("BATCH_MATMUL",), ("FULLY_CONNECTED",)),
+    "patch_recurrent": (("LOGISTIC", "TANH"), ("UNIDIRECTIONAL_SEQUENCE_LSTM",)),
+    "patch_avg_pool": (("AVERAGE_POOL_2D",), ("STABLEHLO_REDUCE_WINDOW",)),
+    "patch_pad_rank4": (("PAD",), ("PADV2",)),
+}
+
+
+def in_graph(rewrite: str, ops) -> bool:
+    """Does a graph holding op types `ops` give `rewrite` something to change (`NEEDS_OPS`)?"""
+    groups = NEEDS_OPS.get(rewrite)
+    return groups is None or any(all(op in ops for op in group) for group in groups)
+
+
 def applicable(names, module_types=None) -> list[str]:
     """`names` without the rewrites that replace a module type the model does not hold (module_types: the
     class names of the model's modules and of their base classes; None keeps every name)."""
