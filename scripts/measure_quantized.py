@@ -98,17 +98,18 @@ def mode_files(cfg: dict, converted: Path, mode: str) -> list[Path]:
     return [converted / mode_path(cfg["model"], mode)]
 
 
-def measure(name: str, cfg: dict, modes: list[str], log: Path) -> dict:
+def measure(name: str, cfg: dict, modes: list[str], log: Path, collect: bool = False) -> dict:
     converted = ROOT / "models" / cfg["folder"] / "converted"
     print(f"[{name}]", flush=True)
-    if not (converted / cfg["ref"]).exists():
+    if not collect and not (converted / cfg["ref"]).exists():
         if not (converted / cfg["model"]).exists():
             run(cfg["export"], converted, log)
         run(cfg["dump"], converted, log)
     row = {"recipe": name, "modes": {}}
     for mode in modes:
         entry = row["modes"][mode] = {}
-        code = run(cfg["export"] + ([] if mode == "fp32" else ["--quantize", mode]), converted, log)
+        code = 0 if collect else run(cfg["export"] + ([] if mode == "fp32" else ["--quantize", mode]), converted,
+                                     log)
         paths = mode_files(cfg, converted, mode)
         if code or not all(p.exists() for p in paths):
             entry["error"] = f"export exit {code}"
@@ -123,7 +124,8 @@ def measure(name: str, cfg: dict, modes: list[str], log: Path) -> dict:
         which = ["--quantize", mode] if "files" in cfg else ["--model", str(paths[0].relative_to(converted))]
         for device in DEVICES:
             before = time.time()
-            run(cfg["verify"] + which + ["--device", device], converted, log)
+            if not collect:
+                run(cfg["verify"] + which + ["--device", device], converted, log)
             entry[device] = _record(converted / "results.json", paths[0], device, before)
     return row
 
@@ -187,6 +189,8 @@ def main(argv=None) -> int:
     parser.add_argument("--latency-only", action="store_true",
                         help="export and verify nothing: time the files already exported, every mode round-robin in "
                              "this run (the table's latency ratios come from this)")
+    parser.add_argument("--collect", action="store_true",
+                        help="run nothing: read the files and verify records an interrupted run left")
     parser.add_argument("--rounds", type=int, default=3, help="--latency-only: rounds (default 3)")
     args = parser.parse_args(argv)
     unknown = [r for r in args.recipes if r not in RECIPES]
@@ -205,7 +209,9 @@ def main(argv=None) -> int:
         return 0
     log = Path(tempfile.gettempdir()) / "measure_quantized.log"
     print(f"each command's output: {log}")
-    rows = [measure(n, RECIPES[n], args.modes.split(","), log) for n in args.recipes or RECIPES]
+    rows = [measure(n, RECIPES[n], args.modes.split(","), log, args.collect) for n in args.recipes or RECIPES]
+    rows = [{**r, "modes": {m: e for m, e in r["modes"].items() if "error" not in e or not args.collect}}
+            for r in rows]
     print(json.dumps(rows, indent=1))
     if args.record:
         import importlib.metadata as md
