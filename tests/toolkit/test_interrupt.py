@@ -17,7 +17,8 @@ from litert_gpu_toolkit.recipe import verify_main
 UTILITIES = Path(__file__).resolve().parents[2] / "utilities"
 
 BUSY = textwrap.dedent("""
-    import sys
+    import signal, sys
+    signal.signal(signal.SIGINT, signal.default_int_handler)   # as a terminal starts it (a background shell ignores it)
     sys.path.insert(0, sys.argv[1])
     import numpy as np
     from litert_gpu_toolkit.core.interrupt import prompt_interrupt
@@ -34,8 +35,7 @@ def _interrupt(tmp_path, grace_s: float, wait_s: float):
     script = tmp_path / "busy.py"
     script.write_text(BUSY)
     proc = subprocess.Popen([sys.executable, str(script), str(UTILITIES), str(grace_s)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT,
-                                                                                               signal.SIG_DFL))
+                            stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "ready"
     time.sleep(0.5)
     start = time.monotonic()
