@@ -78,9 +78,10 @@ def interesting_tail(log: str, lines: int = 15) -> str:
 # rounding of each value alone is a large share of its variation (a depth map of 5.0 +- 0.045 is 11 steps of
 # 0.0039 wide, and correct fp16 arithmetic gives corr ~0.99 there). Such an output is judged by its largest
 # error in those steps instead: at most LOW_SPREAD_MAX_STEPS (0.4-0.8 % of the magnitude), which still fails a
-# flat or shifted output.
+# flat or scrambled output. A comparison decided so has STEPS_MEASURE in its `measure`.
 LOW_SPREAD_STEPS = 32
 LOW_SPREAD_MAX_STEPS = 8
+STEPS_MEASURE = "fp16 steps"
 
 
 def fp16_step(magnitude: float) -> float:
@@ -120,7 +121,7 @@ def _judge(cmp: Comparison, out: np.ndarray, ref: np.ndarray, tol: Tolerance) ->
     finite = r[np.isfinite(r)]
     if not math.isfinite(cmp.corr) and (finite.size < 2 or float(finite.std()) == 0.0):
         # a constant reference or a single value: no correlation to speak of
-        scale = float(np.nanmax(np.abs(r[np.isfinite(r)]))) if np.isfinite(r).any() else 1.0
+        scale = float(np.abs(finite).max()) if finite.size else 1.0
         ok = np.allclose(o, r, rtol=1e-2, atol=1e-3 * max(scale, 1.0), equal_nan=True)
         return (None if ok else "degraded"), "relative error (constant output)"
     if math.isfinite(cmp.corr) and cmp.corr >= tol.min_corr:
@@ -129,10 +130,10 @@ def _judge(cmp: Comparison, out: np.ndarray, ref: np.ndarray, tol: Tolerance) ->
     if spread is None:
         return "degraded", "corr"
     steps = cmp.max_abs / spread[1]
-    measure = (f"max error {steps:.1f} fp16 steps <= {LOW_SPREAD_MAX_STEPS}" if steps <= LOW_SPREAD_MAX_STEPS else
-               f"max error {steps:.1f} fp16 steps > {LOW_SPREAD_MAX_STEPS}") + \
-        f" (low spread: std {spread[0]:.1f} steps of {spread[1]:.2g}; corr {cmp.corr:.4f} not telling)"
-    return (None if steps <= LOW_SPREAD_MAX_STEPS else "degraded"), measure
+    ok = steps <= LOW_SPREAD_MAX_STEPS
+    return (None if ok else "degraded"), (
+        f"max error {steps:.1f} {STEPS_MEASURE} {'<=' if ok else '>'} {LOW_SPREAD_MAX_STEPS} (low spread: std "
+        f"{spread[0]:.1f} steps of {spread[1]:.2g}; corr {cmp.corr:.4f} not telling)")
 
 
 def _compare_entry(out, ref, tol: Tolerance) -> dict:

@@ -15,6 +15,8 @@ from ..runtime.residency import residency
 from ..runtime.compiled import (STATUS_CRASH, STATUS_KILLED, STATUS_NO_GPU, STATUS_OPS_REJECTED, STATUS_TIMEOUT,
                                 RunResult, compile_and_run)
 from .diagnosis import (
+    LOW_SPREAD_STEPS,
+    STEPS_MEASURE,
     _compare_entry,
     _environment,
     _run_entry,
@@ -299,7 +301,7 @@ def _step_numerics(ctx: _Context, prepared: PreparedInputs, cpu: RunResult, gpu:
                 entry["vs_cpu"][lbl] = c
                 if c["suspected_cpu_fallback"]:
                     num.suspected_fallback.append(f"{s.key}/{name}")
-                if "fp16 steps" in c["measure"] and f"{s.key}/{name}" not in num.by_steps:
+                if STEPS_MEASURE in c["measure"] and f"{s.key}/{name}" not in num.by_steps:
                     num.by_steps.append(f"{s.key}/{name}")
                 if not c["within_tolerance"]:
                     num.failures.append(NumericFailure(lbl, s.key, name, c["symptom"], c["measure"]))
@@ -347,22 +349,23 @@ def _step_numerics(ctx: _Context, prepared: PreparedInputs, cpu: RunResult, gpu:
             }
         )
     for f in num.failures:
-        how = f"; {f.measure}" if "fp16 steps" in f.measure or f.measure == "allclose" else ""
+        how = f"; {f.measure}" if STEPS_MEASURE in f.measure or f.measure == "allclose" else ""
         report.problems.append(
             f"{f.signature}/{f.output} on {f.label}: outside tolerance ({f.symptom.replace('_', '-')}{how})"
         )
     if num.by_steps:
         report.warnings.append(
             f"judged by the largest error in fp16 steps, not by corr: {', '.join(num.by_steps)} (a spread under "
-            "32 fp16 steps at the output's magnitude: fp16 rounding alone lowers corr there)")
+            f"{LOW_SPREAD_STEPS} fp16 steps at the output's magnitude: fp16 rounding alone lowers corr there)")
     return num
 
 
 def inputs_used(report) -> str:
     """Which inputs the numbers come from: the caller's, random ones, or both."""
-    sources = {"caller" if i.get("source") == "caller array" else "random" for i in report.inputs}
-    return {"caller": "the caller's inputs", "random": "random inputs"}.get(
-        next(iter(sources)) if len(sources) == 1 else "", "the caller's and random inputs")
+    given = {i.get("source") == "caller array" for i in report.inputs}
+    if given == {True}:
+        return "the caller's inputs"
+    return "the caller's and random inputs" if True in given else "random inputs"
 
 
 def _step_verdict(ctx: _Context, info: ModelInfo, gpu: GpuRuns, num: Numerics) -> tuple[str, str]:

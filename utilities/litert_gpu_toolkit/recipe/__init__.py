@@ -39,7 +39,7 @@ from .devices import (HOST_DEVICES, LATENCY_METRIC, NATIVE_DEVICES, STRICT_GATE,
                       print_failure, refuse_no_gpu, resolve_device, run_on_device, strict_gates, uses_cpu)
 from .provenance import read_provenance, sidecar_path, write_provenance
 from .results import env_flag, git_commit, git_dirty, read_results, write_results
-from .scripts import (EXIT_EPILOG, add_files_mode_argument, add_image_size_arguments, add_model_argument,
-                      add_quantize_argument, add_ref_argument, add_results_dir_argument, add_weights_argument,
+from .scripts import (EXIT_EPILOG, add_image_size_arguments, add_model_argument, add_quantize_argument,
+                      add_ref_argument, add_results_dir_argument, add_weights_argument,
                       check_image_size, export_graph, finish_export, finish_verify, quantized_path, report_gates,
                       script_parser, verify_main, verify_parser)

@@ -76,14 +76,18 @@ def add_weights_argument(parser: argparse.ArgumentParser, default: str) -> None:
                              f"(default: {default}, offline)")
 
 
-def add_quantize_argument(parser: argparse.ArgumentParser) -> None:
-    """--quantize: the weights' mode of an export (`ConvertOptions.weights`); the file's name gets `_MODE`."""
+def add_quantize_argument(parser: argparse.ArgumentParser, *, verify: bool = False) -> None:
+    """--quantize: the weights' mode of an export (`ConvertOptions.weights`; the file's name gets `_MODE`), or --
+    `verify=True`, for a verify that reads a folder of graphs -- which files it reads: `NAME.tflite` (fp32) or the
+    `NAME_MODE.tflite` an export's `--quantize MODE` wrote beside them (`quantized_path`)."""
     from ..quantize.plan import MODES
 
-    parser.add_argument("--quantize", choices=list(MODES), default="fp32", metavar="MODE",
-                        help="store the weights as fp16 / int8 / int4 once the float graph PASSes: each quantized "
-                             "try is checked strictly GPU-only against torch, and a layer that fails stays float "
-                             "(default fp32; the file's name gets _MODE: artifacts/encoder_int8.tflite)")
+    text = ("verify the files an export with --quantize MODE wrote (NAME_MODE.tflite in the folder; default fp32: "
+            "NAME.tflite)") if verify else (
+        "store the weights as fp16 / int8 / int4 once the float graph PASSes: each quantized try is checked "
+        "strictly GPU-only against torch, and a layer that fails stays float (default fp32; the file's name gets "
+        "_MODE: artifacts/encoder_int8.tflite)")
+    parser.add_argument("--quantize", choices=list(MODES), default="fp32", metavar="MODE", help=text)
 
 
 def quantized_path(path: Path, args) -> Path:
@@ -93,16 +97,6 @@ def quantized_path(path: Path, args) -> Path:
     if mode == "fp32" or f"_{mode}_" in f"{Path(path).stem}_":
         return Path(path)
     return Path(path).with_name(f"{Path(path).stem}_{mode}{Path(path).suffix}")
-
-
-def add_files_mode_argument(parser: argparse.ArgumentParser) -> None:
-    """--quantize on a verify that reads a folder of graphs: which files, `NAME.tflite` (fp32) or the
-    `NAME_MODE.tflite` an export's `--quantize MODE` wrote beside them."""
-    from ..quantize.plan import MODES
-
-    parser.add_argument("--quantize", choices=list(MODES), default="fp32", metavar="MODE",
-                        help="verify the files an export with --quantize MODE wrote (NAME_MODE.tflite in the "
-                             "folder; default fp32: NAME.tflite)")
 
 
 def add_model_argument(parser: argparse.ArgumentParser, default: Path | None, *, writes: bool,

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from litert_gpu_toolkit.core.metrics import compare
-from litert_gpu_toolkit.recipe import (LATENCY_METRIC, add_files_mode_argument, add_model_argument, add_ref_argument,
+from litert_gpu_toolkit.recipe import (LATENCY_METRIC, add_model_argument, add_quantize_argument, add_ref_argument,
                                        finish_verify, latency_ms, load_model, load_reference, print_failure,
                                        quantized_path, residency, run_on_device, strict_gates, verify_main,
                                        verify_parser)
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
     parser = verify_parser(__doc__, HERE)
     add_model_argument(parser, HERE / "artifacts", writes=False,
                        default_text="artifacts (the folder of mel.tflite, embedding.tflite, hey_jarvis.tflite)")
-    add_files_mode_argument(parser)
+    add_quantize_argument(parser, verify=True)
     add_ref_argument(parser, HERE / "artifacts" / "oww_ref.npz", writes=False)
     parser.add_argument("--shipped", type=Path, default=None, metavar="DIR",
                         help="folder of the wheel's own .tflite files (default: the installed openwakeword's)")

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from litert_gpu_toolkit.core.model_info import read_model_info
-from litert_gpu_toolkit.recipe import (LATENCY_METRIC, ArtifactError, add_files_mode_argument, add_ref_argument,
+from litert_gpu_toolkit.recipe import (LATENCY_METRIC, ArtifactError, add_quantize_argument, add_ref_argument,
                                        finish_verify, latency_ms, load_model, load_reference, print_failure,
                                        quantized_path, residency, run_on_device, strict_gates, verify_main,
                                        verify_parser)
@@ -77,7 +77,7 @@ def main() -> int:
     p = verify_parser(__doc__, HERE)
     p.add_argument("--model", type=Path, default=HERE / "artifacts", metavar="DIR",
                    help="the folder holding pnet.tflite, rnet.tflite and onet.tflite (default: artifacts)")
-    add_files_mode_argument(p)
+    add_quantize_argument(p, verify=True)
     add_ref_argument(p, HERE / "artifacts" / "mtcnn_ref.npz", writes=False)
     args = p.parse_args()
     paths = {n: quantized_path(args.model / f"{n}.tflite", args) for n in NETS}
