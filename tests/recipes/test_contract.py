@@ -152,6 +152,13 @@ def test_script_style(script):
         assert option in proc.stdout, f"--help of {script.name} does not mention {option}"
 
 
+@pytest.mark.parametrize("script", EXPORT_SCRIPTS + DUMP_SCRIPTS, ids=lambda p: p.name)
+def test_writing_scripts_end_through_script_main(script):
+    """Exports and dumps run behind script_main: Ctrl-C ends them within seconds, saying a file may be incomplete,
+    and a RecipeError is one `error:` line, not a traceback."""
+    assert "sys.exit(script_main(main, interrupted=WRITE_INTERRUPTED))" in script.read_text()
+
+
 @pytest.mark.parametrize("script", VERIFY_SCRIPTS, ids=lambda p: p.name)
 def test_unknown_device(script, tmp_path):
     proc = run_script(script, "--device", "toaster", "--results-dir", str(tmp_path))

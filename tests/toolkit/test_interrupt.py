@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from litert_gpu_toolkit.recipe import verify_main
+from litert_gpu_toolkit.recipe import WRITE_INTERRUPTED, script_main, verify_main
 
 UTILITIES = Path(__file__).resolve().parents[2] / "utilities"
 
@@ -67,6 +67,8 @@ def test_verify_main_turns_ctrl_c_into_exit_130(capsys):
 
     assert verify_main(main) == 130
     assert "interrupted; nothing recorded" in capsys.readouterr().err
+    assert script_main(main, interrupted=WRITE_INTERRUPTED) == 130
+    assert f"interrupted; {WRITE_INTERRUPTED}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("handler", [signal.SIG_IGN])

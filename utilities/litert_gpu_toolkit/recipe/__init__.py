@@ -42,4 +42,4 @@ from .results import env_flag, git_commit, git_dirty, read_results, write_result
 from .scripts import (EXIT_EPILOG, add_image_size_arguments, add_model_argument, add_quantize_argument,
                       add_ref_argument, add_results_dir_argument, add_weights_argument,
                       check_image_size, export_graph, finish_export, finish_verify, quantized_path, report_gates,
-                      script_parser, verify_main, verify_parser)
+                      script_main, script_parser, verify_main, verify_parser, WRITE_INTERRUPTED)

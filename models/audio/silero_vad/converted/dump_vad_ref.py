@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from litert_gpu_toolkit.recipe import add_ref_argument, add_weights_argument, script_parser, verify_main
+from litert_gpu_toolkit.recipe import (add_ref_argument, add_weights_argument, script_main, script_parser,
+                                       WRITE_INTERRUPTED)
 from litert_gpu_toolkit.recipe.speech import espeak
 
 HERE = Path(__file__).resolve().parent
@@ -107,4 +108,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(verify_main(main))
+    sys.exit(script_main(main, interrupted=WRITE_INTERRUPTED))

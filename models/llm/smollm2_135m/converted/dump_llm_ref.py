@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from litert_gpu_toolkit.recipe import add_ref_argument, add_weights_argument, script_parser
+from litert_gpu_toolkit.recipe import (add_ref_argument, add_weights_argument, script_main, script_parser,
+                                       WRITE_INTERRUPTED)
 
 HERE = Path(__file__).resolve().parent
 PREFILL_LEN = 64        # decoder.py's default (it imports torch; --help must not)
@@ -99,4 +100,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script_main(main, interrupted=WRITE_INTERRUPTED))

@@ -31,7 +31,8 @@ import sys
 import time
 from pathlib import Path
 
-from litert_gpu_toolkit.recipe import add_quantize_argument, add_weights_argument, finish_export, script_parser
+from litert_gpu_toolkit.recipe import (add_quantize_argument, add_weights_argument, finish_export, script_main,
+                                       script_parser, WRITE_INTERRUPTED)
 
 HERE = Path(__file__).resolve().parent
 CAPACITY, PREFILL_LEN = 256, 64        # decoder.py's defaults (it imports torch; --help must not)
@@ -222,4 +223,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script_main(main, interrupted=WRITE_INTERRUPTED))

@@ -24,7 +24,8 @@ HERE = Path(__file__).resolve().parent
 
 import numpy as np
 
-from litert_gpu_toolkit.recipe import add_ref_argument, add_weights_argument, script_parser
+from litert_gpu_toolkit.recipe import (add_ref_argument, add_weights_argument, script_main, script_parser,
+                                       WRITE_INTERRUPTED)
 from litert_gpu_toolkit.core.weights import resolve_model_dir
 
 
@@ -71,4 +72,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script_main(main, interrupted=WRITE_INTERRUPTED))

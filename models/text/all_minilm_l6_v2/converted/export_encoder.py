@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from litert_gpu_toolkit.recipe import (add_model_argument, add_quantize_argument, add_weights_argument, finish_export,
-                                       script_parser)
+                                       script_main, script_parser, WRITE_INTERRUPTED)
 
 HERE = Path(__file__).resolve().parent
 ARTIFACTS = HERE / "artifacts"
@@ -94,4 +94,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script_main(main, interrupted=WRITE_INTERRUPTED))

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from litert_gpu_toolkit.recipe import add_ref_argument, add_weights_argument, script_parser
+from litert_gpu_toolkit.recipe import (add_ref_argument, add_weights_argument, script_main, script_parser,
+                                       WRITE_INTERRUPTED)
 
 HERE = Path(__file__).resolve().parent
 
@@ -45,4 +46,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script_main(main, interrupted=WRITE_INTERRUPTED))

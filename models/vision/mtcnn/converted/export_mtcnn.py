@@ -16,7 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from litert_gpu_toolkit.recipe import add_quantize_argument, add_weights_argument, script_parser
+from litert_gpu_toolkit.recipe import (add_quantize_argument, add_weights_argument, script_main, script_parser,
+                                       WRITE_INTERRUPTED)
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "facenet-pytorch's pnet.pt, rnet.pt, onet.pt (the wheel's data/ folder); or a folder holding those"
@@ -69,4 +70,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script_main(main, interrupted=WRITE_INTERRUPTED))

