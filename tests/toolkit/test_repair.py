@@ -189,7 +189,9 @@ def test_a_wrong_full_gpu_file_is_diagnosed_even_when_the_fallback_wins(monkeypa
     def fake_repair(job, best, path, try_path, excluded, dropped, budget_s):
         seen.append((best.path.stem, set(excluded)))
         out = made["repaired"]
-        out.diagnosis = best.diagnosis = SimpleNamespace(summary=lambda: "diagnosis: underflow")
+        from litert_gpu_toolkit.diagnose.bisect import BisectReport
+
+        out.diagnosis = best.diagnosis = BisectReport([], "blocks.0", "underflow", "why", 0.999)
         return out
 
     monkeypatch.setattr(repair, "diagnose_and_repair", fake_repair)
@@ -240,3 +242,51 @@ class Embedded(nn.Module):
 
 def test_what_feeds_the_first_block_is_tapped_first():
     assert auto_boundaries(Embedded(), (torch.randn(1, 4),)) == ["embeddings", "encoder.layer.0", "encoder.layer.1", ""]
+
+
+def _diagnosed(monkeypatch, tmp_path, report, candidate=None):
+    """diagnose_and_repair with bisect stubbed to `report`; `candidate` is what re-converting gives (None: no try)."""
+    from types import SimpleNamespace
+
+    from litert_gpu_toolkit.diagnose import bisect as bisect_module
+    from litert_gpu_toolkit.convert.repair import diagnose_and_repair
+
+    monkeypatch.setattr(bisect_module, "bisect", lambda *a, **k: report)
+    opts = SimpleNamespace(include=None, with_overrides=lambda **k: SimpleNamespace(include=k["include"]))
+    job = SimpleNamespace(parsed={"serving_default": ((torch.zeros(1),), {})}, _copy=lambda: nn.Identity(), log=[],
+                          opts=opts, attempt=lambda *a, **k: candidate or pytest.fail("nothing to try"))
+    best = ConvertResult(tmp_path / "m.tflite", [])
+    out = diagnose_and_repair(job, best, tmp_path / "m.tflite", lambda: tmp_path / "t.tflite", set(), {}, 60.0)
+    return out, out.summary()
+
+
+def test_a_diagnosis_that_finds_nothing_says_so_in_one_line(monkeypatch, tmp_path):
+    from litert_gpu_toolkit.diagnose.bisect import BisectReport
+
+    report = BisectReport([], None, "clean", "every boundary has correlation >= 0.999 in fp16", 0.999,
+                          not_run=["blocks.4"])
+    out, text = _diagnosed(monkeypatch, tmp_path, report)
+    lines = [line for line in text.splitlines() if "diagnosis found no fix" in line]
+    assert len(lines) == 1, text
+    assert "no block diverges" in lines[0] and "a bisect over 0 boundaries (1 left out for time)" in lines[0]
+    assert "no rewrite matches" in lines[0]
+
+
+def test_a_matching_rewrite_that_did_not_help_is_named_as_tried(monkeypatch, tmp_path):
+    from litert_gpu_toolkit.diagnose.bisect import BisectReport
+
+    report = BisectReport([], "blocks.1", "degraded", "why", 0.999, module="blocks.1.mlp",
+                          rewrites=["patch_split_k"])
+    worse = ConvertResult(None, [], error="converter refused it")
+    out, text = _diagnosed(monkeypatch, tmp_path, report, candidate=worse)
+    assert not out.repaired
+    line = next(line for line in text.splitlines() if "diagnosis found no fix" in line)
+    assert "degraded at blocks.1.mlp" in line and "patch_split_k (not better)" in line, line
+
+
+def test_a_repaired_file_has_no_no_fix_line(tmp_path):
+    from litert_gpu_toolkit.diagnose.bisect import BisectReport
+
+    report = BisectReport([], "blocks.1", "degraded", "why", 0.999, rewrites=["patch_split_k"])
+    result = ConvertResult(tmp_path / "m.tflite", [], diagnosis=report, repaired=["patch_split_k"])
+    assert result.unresolved() == "" and "no fix" not in result.summary()

@@ -81,6 +81,8 @@ def diagnose_and_repair(job, best: ConvertResult, path: Path, try_path, excluded
     if had:
         job.log.append(f"diagnosis: {', '.join(had)} matched but already applied")
     if not new or time.monotonic() - start > budget_s:
+        if not new:
+            stage(best.unresolved())
         return best
     saved = job.opts
     job.opts = saved.with_overrides(include=(*(saved.include or ()), *new))
@@ -96,6 +98,8 @@ def diagnose_and_repair(job, best: ConvertResult, path: Path, try_path, excluded
         return cand
     for name in new:
         dropped[name] = f"tried after bisect ({report.diagnosis}): {describe(cand)}, not better than {describe(best)}"
+    best.dropped.update({n: dropped[n] for n in new})
+    stage(best.unresolved())
     return best
 
 

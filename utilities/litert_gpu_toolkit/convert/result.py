@@ -47,6 +47,31 @@ class ConvertResult:
     input_share: float | None = None    # how much of the output the input drives (`sensitivity`); None: unmeasured
     quantized: Any = None               # quantize.QuantizeResult when ConvertOptions.weights is not fp32
 
+    def unresolved(self) -> str:
+        """One line for a diagnosis that found no fix: what it concluded and everything it tried; "" when there
+        was no diagnosis or it repaired the file."""
+        d = self.diagnosis
+        if d is None or self.repaired:
+            return ""
+        if d.diagnosis == "clean":
+            cause = (f"no block diverges (every bisected boundary, the output included, at corr >= {d.min_corr} in "
+                     "fp16) although the checked file does not match: the loss is not in one block")
+        else:
+            cause = f"{d.diagnosis} at {d.module or d.first_divergent or 'the output'}"
+        tried = [f"a bisect over {len(d.boundaries)} boundaries"
+                 + (f" ({len(d.not_run)} left out for time)" if d.not_run else "")]
+        if d.fp16_fault is not None:
+            tried.append("an fp16 range search in torch")
+        after = [n for n, why in self.dropped.items() if str(why).startswith("tried after bisect")]
+        applied = [n for n in d.rewrites if n in self.applied]
+        if after:
+            tried.append(f"{', '.join(after)} (not better)")
+        if applied:
+            tried.append(f"the matching {', '.join(applied)} (already in the file)")
+        if not d.rewrites:
+            tried.append("no rewrite matches this class and block")
+        return f"diagnosis found no fix: {cause}; tried {'; '.join(tried)}"
+
     @property
     def ok(self) -> bool:
         """The file at `path` converted and passed the GPU check (quantized or, when quantizing did not pass,
@@ -108,6 +133,8 @@ class ConvertResult:
             lines += [f"    {line}" for line in self.diagnosis.summary().splitlines()]
             if self.repaired:
                 lines.append(f"  repaired by: {', '.join(self.repaired)} (kept: the file is better with them)")
+            else:
+                lines.append(f"  {self.unresolved()}")
         if self.suggestions:
             lines.append(f"  try: {', '.join(self.suggestions)}")
         if self.quantized is not None:
