@@ -75,14 +75,42 @@ def check_gpu_compatibility(
     Raises `InputError` (a ValueError) only when the caller's arrays / shapes / ranges / settings do not fit
     the model or make no sense (min_corr outside (0, 1], a negative tolerance, timeout < MIN_TIMEOUT_S
     (10 s), seed < 0), or when an input array has another dtype than the signature's or a NaN, or a
-    reference output has a NaN or no finite value.
+    reference output has a NaN or no finite value. `check_under_runtime` runs the same check under another
+    ai-edge-litert version.
     """
+    return check_under_runtime(None, model, inputs=inputs, reference=reference, seed=seed, shapes=shapes,
+                               int_ranges=int_ranges, min_corr=min_corr, rtol=rtol, atol=atol,
+                               precisions=precisions, timeout=timeout)
+
+
+def check_under_runtime(runtime: str | None, model: str | os.PathLike | bytes, **settings) -> Report:
+    """`check_gpu_compatibility(model, **settings)` with every compile under ai-edge-litert `runtime` (a side
+    environment made once and kept, `runtime.versions`; None or the installed version: this environment's). A
+    runtime whose Python API cannot ask for fp32 is checked at its default precision only (a warning says so).
+    Raises `RuntimeVersionError` (a ValueError) when the version cannot be installed or has no GPU accelerator."""
+    known = check_gpu_compatibility.__kwdefaults__
+    unknown = sorted(set(settings) - set(known))
+    if unknown:
+        raise TypeError(f"unknown check settings: {', '.join(unknown)}")
+    opts = {**known, **settings}
+    inputs, reference, seed, shapes = opts["inputs"], opts["reference"], opts["seed"], opts["shapes"]
+    min_corr, rtol, atol, timeout = opts["min_corr"], opts["rtol"], opts["atol"], opts["timeout"]
     validate_settings(min_corr=min_corr, rtol=rtol, atol=atol, timeout=timeout, seed=seed)
-    precisions = tuple(p for p in PRECISIONS if p in precisions) or ("fp16",)
+    if runtime is not None:
+        from ..runtime.versions import prepare
+
+        runtime = prepare(runtime)                # made now: a version that cannot be used is the caller's error
+    precisions = tuple(p for p in PRECISIONS if p in opts["precisions"]) or ("fp16",)
+    no_fp32 = runtime is not None and "fp32" in precisions and not _side_has_fp32(runtime)
+    if no_fp32:
+        precisions = tuple(p for p in precisions if p != "fp32")
     tol = Tolerance(min_corr=min_corr, rtol=rtol, atol=atol)
     label = "<bytes>" if isinstance(model, (bytes, bytearray)) else str(model)
-    once = (model, label, tol, precisions, timeout, inputs, reference, seed, int_ranges)
+    once = (model, label, tol, precisions, timeout, inputs, reference, seed, opts["int_ranges"], runtime)
     report, info = _check_once(*once, shapes)
+    if no_fp32:
+        report.warnings.append(f"fp32 GPU run skipped: ai-edge-litert {runtime}'s Python API cannot ask the GPU for "
+                               "fp32 (no GpuOptions / enforce_f32), so only its default precision was checked")
     guessed = _guessed_dynamic_inputs(info, inputs, shapes) if report.verdict == INVALID_MODEL else {}
     if not guessed or not any(p.startswith(CPU_RUN_FAILED) for p in report.problems):
         return report
@@ -103,13 +131,19 @@ def check_gpu_compatibility(
     return report
 
 
+def _side_has_fp32(runtime: str) -> bool:
+    from ..runtime.versions import side_runtime
+
+    return side_runtime(runtime).enforce_f32
+
+
 DYNAMIC_RETRY_DIM = 1024      # the second guess for a dynamic non-leading dimension (a leading one stays 1: batch)
 CPU_RUN_FAILED = "LiteRT could not compile or run the model on the CPU"
 
 
-def _check_once(model, label, tol, precisions, timeout, inputs, reference, seed, int_ranges, shapes):
+def _check_once(model, label, tol, precisions, timeout, inputs, reference, seed, int_ranges, runtime, shapes):
     report = Report(model=label, verdict=INVALID_MODEL, summary="", tolerance={**asdict(tol), "text": tol.describe()})
-    ctx = _Context(model, label, report, tol, precisions, timeout, time.perf_counter())
+    ctx = _Context(model, label, report, tol, precisions, timeout, time.perf_counter(), runtime=runtime)
     info = None
     try:
         info = _step_static(ctx)

@@ -149,7 +149,8 @@ def _environment(runs: dict[str, RunResult]) -> dict:
     from ..core import __version__
     from ..runtime.residency import runtime_version
 
-    env = {"ai_edge_litert": runtime_version(), "toolkit": __version__, "python": platform.python_version(),
+    side = next((run.runtime for run in runs.values() if run.runtime), None)
+    env = {"ai_edge_litert": side or runtime_version(), "toolkit": __version__, "python": platform.python_version(),
            "platform": f"{platform.system()} {platform.machine()}", "gpu_backend": None, "gpu_adapter": None,
            "gpu_adapter_type": None, "software_gpu": None, "gpu_note": None}
     for run in runs.values():

@@ -51,9 +51,11 @@ class _Context:
     runs: dict[str, RunResult] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     findings: list = field(default_factory=list)
+    runtime: str | None = None        # another ai-edge-litert version to run under (`runtime.versions`)
 
     def run(self, label: str, accelerator: str, feeds, enforce_f32: bool = False) -> RunResult:
-        r = compile_and_run(self.model, feeds, accelerator=accelerator, enforce_f32=enforce_f32, timeout=self.timeout)
+        r = compile_and_run(self.model, feeds, accelerator=accelerator, enforce_f32=enforce_f32, timeout=self.timeout,
+                            runtime=self.runtime)
         self.runs[label] = r
         self.timings[label] = r.wall_s
         return r

@@ -9,6 +9,15 @@ runs in a child process: a native crash or hang becomes part of the report.
 Verdicts: PASS, FALLBACK (runs only with CPU fallback), COMPILE_FAIL, NUMERICS_FAIL (nonfinite, all_zero or
 degraded), NO_GPU, INVALID_MODEL. Default tolerance: finite where the CPU is, not all-zero, correlation
 >= 0.999; --rtol / --atol add an elementwise test.
+
+--runtime VERSION (repeatable; `all`: every ai-edge-litert version pip's index lists from 2.0.0 on) checks the
+file under those runtime versions too: each in a side environment made on first use and kept (numpy and that
+ai-edge-litert only; LITERT_GPU_RUNTIMES sets the folder; with `all`, a version whose wheel has no GPU accelerator
+is named and left out), with the same inputs, compared with the installed
+runtime's CPU outputs (or --reference). It prints the installed runtime's report, then a matrix -- per version the
+verdict, residency, lowest fp16 correlation and rejected ops -- and where an op's acceptance changes between
+versions. Exit status then: 0 when every version PASSes, else that of the first version (installed first) that
+does not.
 """
 from __future__ import annotations
 
@@ -45,6 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=seconds, default=600.0,
                    help="seconds per compile+run child, at least 10 (default 600)")
     p.add_argument("--full", action="store_true", help="print every detail even when the model passes")
+    p.add_argument("--runtime", action="append", metavar="VERSION",
+                   help="also check under this ai-edge-litert version (repeatable; 'all' = every listed version "
+                        "from 2.0.0); see above")
     p.add_argument("--explorer", metavar="DIR", help="also write DIR/<model>.residency.json, Model Explorer node "
                                                      "data (per op: GPU, or CPU with the GPU's reason), and print "
                                                      "the command that opens the graph with it")
@@ -55,18 +67,21 @@ def run(args: argparse.Namespace) -> int:
     from ..check.checker import EXIT_CODES, PRECISIONS, check_gpu_compatibility
     from ..core.inputs import InputError, parse_int_range_args, parse_shape_args
     from ..check.report import print_report
+    from ..runtime.versions import RuntimeVersionError
 
     if refuse_output_path("--json", args.json, inputs=(args.model, args.inputs, args.reference)):
         return 2
     explicit_tol = args.rtol is not None or args.atol is not None
     min_corr = args.min_corr if args.min_corr is not None else (None if explicit_tol else 0.999)
     try:
-        report = check_gpu_compatibility(
-            args.model, inputs=args.inputs, reference=args.reference, seed=args.seed,
-            shapes=parse_shape_args(args.shape), int_ranges=parse_int_range_args(args.int_range),
-            min_corr=min_corr, rtol=args.rtol, atol=args.atol,
-            precisions=("fp16",) if args.fp16_only else PRECISIONS, timeout=args.timeout)
-    except InputError as exc:
+        kwargs = dict(inputs=args.inputs, reference=args.reference, seed=args.seed,
+                      shapes=parse_shape_args(args.shape), int_ranges=parse_int_range_args(args.int_range),
+                      min_corr=min_corr, rtol=args.rtol, atol=args.atol,
+                      precisions=("fp16",) if args.fp16_only else PRECISIONS, timeout=args.timeout)
+        if args.runtime:
+            return _run_matrix(args, kwargs)
+        report = check_gpu_compatibility(args.model, **kwargs)
+    except (InputError, RuntimeVersionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json == "-":
@@ -82,6 +97,41 @@ def run(args: argparse.Namespace) -> int:
     if args.explorer and report.verdict != "INVALID_MODEL":
         _write_explorer(args.model, report, args.explorer, sys.stderr if args.json == "-" else sys.stdout)
     return EXIT_CODES[report.verdict]
+
+
+def _run_matrix(args: argparse.Namespace, kwargs: dict) -> int:
+    """check --runtime: the installed runtime's report, then the matrix over the versions asked for."""
+    import json
+
+    from ..check.checker import EXIT_CODES
+    from ..check.report import print_report
+    from ..check.runtimes import runtime_matrix
+    from ..runtime.versions import resolve
+
+    quiet = args.json == "-"
+    say = (lambda text: print(text, file=sys.stderr, flush=True)) if quiet else (lambda text: print(text, flush=True))
+    matrix = runtime_matrix(args.model, resolve(args.runtime), progress=say, skip_unusable="all" in args.runtime,
+                            **kwargs)
+    text = json.dumps(matrix.to_dict(), indent=1, default=str)
+    if quiet:
+        print(text)
+    else:
+        print_report(matrix.rows[0].report, full=args.full)
+        print(f"\nai-edge-litert versions ({matrix.rows[0].report.environment.get('gpu_adapter') or 'no GPU'}):")
+        print(matrix.table())
+        for line in matrix.transitions():
+            print(f"  {line}")
+        for version, why in matrix.skipped.items():
+            print(f"  {version}: not checked: {why}")
+        for row in matrix.rows[1:]:
+            for warning in row.report.warnings:
+                print(f"  {row.version}: {warning}")
+        if args.json:
+            problem = write_output(args.json, text + "\n")
+            print(f"error: {problem}" if problem else f"matrix written to {args.json}",
+                  file=sys.stderr if problem else sys.stdout)
+    failing = next((r for r in matrix.rows if r.report.verdict != "PASS"), None)
+    return 0 if failing is None else EXIT_CODES[failing.report.verdict]
 
 
 def _write_explorer(model: str, report, folder: str, stream) -> None:

@@ -136,6 +136,7 @@ class RunResult:
     wall_s: float = 0.0
     fully_accelerated: bool | None = None
     stage: str | None = None           # last stage the child reached: "compile", "run:<signature>", "done"
+    runtime: str | None = None         # the ai-edge-litert version of a side environment (None: the installed one)
 
     @property
     def ok(self) -> bool:
@@ -170,6 +171,7 @@ def compile_and_run(
     timeout: float = 300.0,
     repeats: int = 1,
     env: dict[str, str] | None = None,
+    runtime: str | None = None,
 ) -> RunResult:
     """Compile `model` for `accelerator` ("cpu", "gpu" = strict GPU-only, "gpu+cpu" = fallback allowed)
     and run each signature in `inputs` ({signature: {input name: array}}). With `inputs=None` it only
@@ -179,9 +181,20 @@ def compile_and_run(
     A signature's value may also be a list of input dicts (samples): all are run on the one compile,
     each output comes back stacked on a new leading axis (one row per sample), and `run_s` is the
     median over the samples -- this is how a verify script runs N real inputs without N compiles.
+
+    runtime: another ai-edge-litert version to run under (`runtime.versions`: a side environment made on first
+    use; RuntimeVersionError when it cannot be); None or the installed version: this environment's.
     """
     if accelerator not in ACCELERATORS:
         raise ValueError(f"accelerator must be one of {ACCELERATORS}, got {accelerator!r}")
+    python = sys.executable
+    if runtime is not None:
+        from .versions import installed_version, side_runtime
+
+        if runtime == installed_version():
+            runtime = None
+        else:
+            python = str(side_runtime(runtime).python)
     with tempfile.TemporaryDirectory(prefix="litert-gpu-") as tmp:
         work = Path(tmp)
         if isinstance(model, (bytes, bytearray)):
@@ -210,7 +223,7 @@ def compile_and_run(
         child_env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, child_env.get("PYTHONPATH")) if p)
         stderr_path = work / "stderr.txt"
         start = time.perf_counter()
-        returncode, timed_out = _run_worker(work, stderr_path, child_env, timeout)
+        returncode, timed_out = _run_worker(work, stderr_path, child_env, timeout, python)
         wall = time.perf_counter() - start
         log = stderr_path.read_text(errors="replace")
         payload = None
@@ -233,7 +246,7 @@ def compile_and_run(
         else:
             status = _classify(returncode, payload, log, accelerator)
         result = RunResult(status=status, accelerator=accelerator, enforce_f32=enforce_f32, log=log,
-                           gpu=parse_gpu_log(log), returncode=returncode, wall_s=wall, stage=stage)
+                           gpu=parse_gpu_log(log), returncode=returncode, wall_s=wall, stage=stage, runtime=runtime)
         during = f" during {stage.replace(':', ' of signature ', 1)}" if stage else ""
         if status == STATUS_TIMEOUT:
             result.error = f"the runtime did not finish within {timeout:.0f} s (killed{during})"
@@ -263,7 +276,8 @@ def compile_and_run(
         return result
 
 
-def _run_worker(work: Path, stderr_path: Path, env: dict[str, str], timeout: float) -> tuple[int, bool]:
+def _run_worker(work: Path, stderr_path: Path, env: dict[str, str], timeout: float,
+                python: str = sys.executable) -> tuple[int, bool]:
     """Start the worker for `work` and wait for it: (returncode, timed out).
 
     The worker runs in its own session (a native crash or hang cannot take this process with it) and
@@ -274,7 +288,7 @@ def _run_worker(work: Path, stderr_path: Path, env: dict[str, str], timeout: flo
     watch_r, watch_w = os.pipe()
     try:
         with open(stderr_path, "wb") as err:
-            proc = subprocess.Popen([sys.executable, "-m", "litert_gpu_toolkit.runtime.worker", str(work),
+            proc = subprocess.Popen([python, "-m", "litert_gpu_toolkit.runtime.worker", str(work),
                                      str(watch_r)],
                                     stdout=err, stderr=err, env=env, start_new_session=True, pass_fds=(watch_r,))
         os.close(watch_r)

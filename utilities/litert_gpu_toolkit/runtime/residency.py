@@ -53,11 +53,10 @@ def residency_line(info: ModelInfo, run: RunResult) -> str:
 
 
 def runtime_version() -> str:
-    try:
-        from importlib.metadata import version
-        return version("ai-edge-litert")
-    except Exception:  # noqa: BLE001 - reported, not raised
-        return "unknown"
+    """This environment's ai-edge-litert version (`versions.installed_version`)."""
+    from .versions import installed_version
+
+    return installed_version()
 
 
 def gpu_label(adapter: str | None, is_software: bool | None, backend: str | None = None,

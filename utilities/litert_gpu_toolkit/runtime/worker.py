@@ -149,24 +149,53 @@ def _resize_inputs(model, index: int, key: str, in_details: dict, sig: dict, arr
     return changed
 
 
+class OptionUnavailable(RuntimeError):
+    """The installed ai-edge-litert's Python API cannot express a requested option (an older runtime)."""
+
+
+def _compile(compiled_model, request: dict, flags):
+    """CompiledModel.from_file with the request's accelerators and precision, in whichever Python API this
+    ai-edge-litert has: `Options` / `GpuOptions` (2.2 on), or the `hardware_accel` argument alone before it (no
+    enforce_f32 there: asking for it is an error, not a silent fp16 run)."""
+    try:
+        from ai_edge_litert.gpu_options import GpuOptions
+        from ai_edge_litert.options import Options
+    except ImportError:
+        if request["enforce_f32"]:
+            raise OptionUnavailable("this ai-edge-litert's Python API has no enforce_f32 option (GpuOptions "
+                                    "arrived later): an fp32 GPU run is not possible on it") from None
+        return compiled_model.from_file(request["model"], hardware_accel=flags)
+    options = Options(hardware_accelerators=flags, gpu_options=GpuOptions(enforce_f32=bool(request["enforce_f32"])))
+    return compiled_model.from_file(request["model"], options=options)
+
+
+def _output_details(model, key: str, index: int, path: str) -> dict:
+    """{output name: {"shape", "dtype"}} in the order of the model's output buffers. Runtimes before 2.2 have no
+    `get_output_tensor_details`: there the names come from the signature (buffer order) and the shapes and
+    dtypes from the file through the Interpreter, which every version ships."""
+    if hasattr(model, "get_output_tensor_details"):
+        return model.get_output_tensor_details(key)
+    from ai_edge_litert.interpreter import Interpreter
+
+    found = Interpreter(model_path=path).get_signature_runner(key).get_output_details()
+    return {name: {"shape": [int(d) for d in found[name]["shape"]], "dtype": found[name]["dtype"]}
+            for name in model.get_signature_by_index(index)["outputs"]}
+
+
 def main(work: Path) -> int:
     import numpy as np
 
     request = json.loads((work / "request.json").read_text())
     _stage(work, "compile")
     from ai_edge_litert.compiled_model import CompiledModel
-    from ai_edge_litert.gpu_options import GpuOptions
     from ai_edge_litert.hardware_accelerator import HardwareAccelerator
-    from ai_edge_litert.options import Options
 
     flags = {"cpu": HardwareAccelerator.CPU, "gpu": HardwareAccelerator.GPU,
              "gpu+cpu": HardwareAccelerator.GPU | HardwareAccelerator.CPU}[request["accelerator"]]
-    options = Options(hardware_accelerators=flags,
-                      gpu_options=GpuOptions(enforce_f32=bool(request["enforce_f32"])))
     payload: dict = {"status": "error", "stage": "compile"}
     start = time.perf_counter()
     try:
-        model = CompiledModel.from_file(request["model"], options=options)
+        model = _compile(CompiledModel, request, flags)
     except Exception as exc:  # noqa: BLE001 - the runtime raises RuntimeError; anything else is reported the same way
         payload["error"] = f"{type(exc).__name__}: {exc}"
         _write(work, payload)
@@ -190,7 +219,7 @@ def main(work: Path) -> int:
             in_details = model.get_input_tensor_details(key)
             if _resize_inputs(model, index, key, in_details, sig, arrays):
                 in_details = model.get_input_tensor_details(key)
-            out_details = model.get_output_tensor_details(key)
+            out_details = _output_details(model, key, index, request["model"])
             in_bufs = model.create_input_buffers(index)
             out_bufs = model.create_output_buffers(index)
             order = list(in_details)
@@ -208,14 +237,14 @@ def main(work: Path) -> int:
                 for pos, name in enumerate(out_details):  # reading synchronises the GPU
                     d = out_details[name]
                     n = int(np.prod(d["shape"])) if d["shape"] else 1
-                    out_bufs[pos].read(n, np.dtype(d["dtype"]))   # the read is part of what is timed
+                    out_bufs[pos].read(n, np.dtype(d["dtype"]).type)   # the read is part of what is timed
                 times.append(time.perf_counter() - t0)
             run_s[key] = statistics.median(times)
             payload.setdefault("entry_s", []).append([key, run_s[key]])  # one per entry (samples repeat a key)
             for o_i, name in enumerate(out_details):
                 d = out_details[name]
                 n = int(np.prod(d["shape"])) if d["shape"] else 1
-                arr = out_bufs[o_i].read(n, np.dtype(d["dtype"])).reshape(d["shape"])
+                arr = out_bufs[o_i].read(n, np.dtype(d["dtype"]).type).reshape(d["shape"])
                 slot = f"s{s_i}_o{o_i}"
                 out_arrays[slot] = arr
                 outputs.append({"signature": key, "name": name, "slot": slot})

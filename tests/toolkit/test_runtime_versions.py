@@ -1,0 +1,105 @@
+"""Other ai-edge-litert versions: side environments, the worker on an older Python API, `check --runtime`.
+
+The older version used is 2.1.3: the last one the spec records as accepting RELU_0_TO_1 on the GPU (rejected from
+2.1.5 on), and one whose Python API predates `GpuOptions` and `get_output_tensor_details`. Its side environment is
+made once per machine (~60 MB from the package index) and kept in the runtimes folder.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from litert_gpu_toolkit.check.runtimes import RuntimeMatrix, RuntimeRow
+from litert_gpu_toolkit.check.verdicts import Report
+from litert_gpu_toolkit.runtime.compiled import compile_and_run
+from litert_gpu_toolkit.runtime.tiny_models import PROBE_SHAPE, add_model_bytes, single_op_model_bytes
+from litert_gpu_toolkit.runtime.versions import (RuntimeVersionError, installed_version, resolve, side_runtime,
+                                                 validate_version)
+
+OLD = "2.1.3"
+
+
+@pytest.mark.parametrize("bad, why", [("latest", "not a version number"), ("1.4.0", "predates the CompiledModel"),
+                                      ("2.1", "not a version number")])
+def test_a_version_that_cannot_be_used_is_refused_before_anything_runs(bad, why):
+    with pytest.raises(RuntimeVersionError, match=why):
+        validate_version(bad)
+
+
+def test_installed_names_this_environments_version():
+    assert resolve(["installed", "installed"]) == [installed_version()]
+
+
+def test_a_version_pip_cannot_install_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("LITERT_GPU_RUNTIMES", str(tmp_path))
+    with pytest.raises(RuntimeVersionError, match="pip could not install ai-edge-litert==9.9.9"):
+        side_runtime("9.9.9")
+    assert not any(tmp_path.iterdir()), "a failed environment must not be left behind to be reused"
+
+
+def test_the_worker_runs_on_an_older_runtime_api():
+    """2.1.3's CompiledModel takes `hardware_accel` and has no output-details call: the worker's compatibility path
+    (fast lane: the CPU accelerator, no GPU needed)."""
+    assert side_runtime(OLD).python.exists()
+    x = np.arange(np.prod(PROBE_SHAPE), dtype=np.float32).reshape(PROBE_SHAPE)
+    run = compile_and_run(add_model_bytes(), {"serving_default": {"x": x, "y": 2 * x}}, accelerator="cpu",
+                          runtime=OLD)
+    assert run.ok, run.error
+    assert run.runtime == OLD
+    np.testing.assert_array_equal(run.outputs["serving_default"]["out"], 3 * x)
+    f32 = compile_and_run(add_model_bytes(), {"serving_default": {"x": x, "y": x}}, accelerator="gpu",
+                          enforce_f32=True, runtime=OLD)
+    assert not f32.ok and "no enforce_f32 option" in (f32.error or "")      # refused, never a silent fp16 run
+
+
+def _row(version, verdict, rejected=()):
+    return RuntimeRow(version, Report(model="m", verdict=verdict, summary="",
+                                      unsupported_ops=[{"op": op, "reason": "Not supported"} for op in rejected]))
+
+
+def test_transitions_name_where_an_ops_acceptance_changes():
+    matrix = RuntimeMatrix("m", [_row("2.3.0", "FALLBACK", ["RELU_0_TO_1"]), _row("2.1.3", "PASS"),
+                                 _row("2.1.5", "FALLBACK", ["RELU_0_TO_1", "CAST"]), _row("2.2.0", "NO_GPU")])
+    assert matrix.transitions() == ["RELU_0_TO_1: rejected from 2.1.5 on (accepted before)",
+                                    "CAST: rejected from 2.1.5 on (accepted before)",      # 2.2.0: no GPU, unknown
+                                    "CAST: accepted from 2.3.0 on (rejected before)"]
+    assert not matrix.ok and "| 2.1.3 | PASS |" in matrix.table()
+
+
+@pytest.mark.gpu
+def test_check_runtime_shows_relu_0_to_1_accepted_by_the_older_runtime_only(gpu, tmp_path):
+    """The spec's runtime wall: the same one-op file is GPU-only under 2.1.3 and rejected under 2.3.0."""
+    model = tmp_path / "relu01.tflite"
+    model.write_bytes(single_op_model_bytes("RELU_0_TO_1", [("x", (1, 8, 8, 4), None)], [("y", (1, 8, 8, 4))]))
+    out = tmp_path / "matrix.json"
+    proc = subprocess.run([sys.executable, "-m", "litert_gpu_toolkit", "check", str(model), "--runtime", OLD,
+                           "--json", str(out)], capture_output=True, text=True, timeout=900)
+    data = json.loads(out.read_text())
+    installed = data["runtimes"][installed_version()]["report"]
+    old = data["runtimes"][OLD]["report"]
+    assert old["verdict"] == "PASS", old["summary"]
+    assert old["environment"]["ai_edge_litert"] == OLD
+    assert installed_version() == "2.3.0", "the pin moved: re-measure which versions accept RELU_0_TO_1"
+    assert installed["verdict"] == "FALLBACK" and "RELU_0_TO_1" in [r["op"] for r in installed["unsupported_ops"]]
+    assert data["transitions"] == ["RELU_0_TO_1: rejected from 2.3.0 on (accepted before)"], data["transitions"]
+    assert proc.returncode != 0                              # not every version PASSes
+    assert "| ai-edge-litert | verdict |" in proc.stdout and f"| {OLD} | PASS |" in proc.stdout, proc.stdout
+
+
+def test_all_leaves_out_a_version_without_a_gpu_accelerator_and_names_it(monkeypatch):
+    from litert_gpu_toolkit.check import runtimes
+    from litert_gpu_toolkit.runtime import versions
+
+    def prepare(version, progress=None):
+        raise RuntimeVersionError(f"ai-edge-litert {version}'s wheel has no GPU accelerator library")
+
+    monkeypatch.setattr(versions, "prepare", prepare)
+    monkeypatch.setattr(runtimes, "check_gpu_compatibility", lambda model, **kw: Report("m", "PASS", ""))
+    matrix = runtimes.runtime_matrix("m.tflite", ["2.0.2"], skip_unusable=True)
+    assert [r.version for r in matrix.rows] == [installed_version()] and "no GPU accelerator" in matrix.skipped["2.0.2"]
+    with pytest.raises(RuntimeVersionError):                 # named explicitly, it is the caller's error
+        runtimes.runtime_matrix("m.tflite", ["2.0.2"])
