@@ -37,10 +37,10 @@ def test_apply_patches_applies_module_patches_and_lists_functional_ones():
     ref = model(X, BIAS)
     changes = apply_patches(model, ((X,), {"bias": BIAS}))
     by_rewrite = {c.rewrite for c in changes}
-    assert {"patch_conv_transpose", "patch_select", "patch_hardsigmoid", "patch_chunk", "patch_broadcast_to"} \
-        <= by_rewrite, changes
+    assert {"patch_conv_transpose", "patch_hardsigmoid", "patch_chunk", "patch_broadcast_to"} <= by_rewrite, changes
+    assert "patch_select" not in by_rewrite        # opt-in: the graph pass meets the SELECT wall (legalize.boolean)
     assert all(isinstance(c, Change) and c.exact for c in changes)
-    assert type(model.up).__name__ == "PolyphaseConvT2d" and type(model.act).__name__ == "ELUArith"
+    assert type(model.up).__name__ == "PolyphaseConvT2d" and type(model.act).__name__ == "ELU"
     assert "forward" not in model.__dict__          # apply_patches leaves functional rewrites to the wrapper
     assert torch.allclose(model(X, BIAS), ref, rtol=1e-5, atol=1e-6)
 
@@ -50,8 +50,8 @@ def test_include_exclude_and_opt_in_rules():
     changes = apply_patches(model, ((X,), {"bias": BIAS}), only=["patch_conv_transpose"])
     assert {c.rewrite for c in changes} == {"patch_conv_transpose"}
     model = Walls()                                     # include= adds to the defaults, it does not restrict
-    changes = apply_patches(model, ((X,), {"bias": BIAS}), include=["patch_conv_transpose"])
-    assert {"patch_conv_transpose", "patch_select", "patch_chunk"} <= {c.rewrite for c in changes}
+    changes = apply_patches(model, ((X,), {"bias": BIAS}), include=["patch_conv_transpose", "patch_select"])
+    assert {"patch_conv_transpose", "patch_select", "patch_chunk"} <= {c.rewrite for c in changes}  # + an opt-in
     model = Walls()
     changes = apply_patches(model, ((X,), {"bias": BIAS}), exclude=["patch_select", "patch_conv_transpose"])
     assert not {"patch_select", "patch_conv_transpose"} & {c.rewrite for c in changes}
@@ -95,8 +95,8 @@ def test_convert_for_gpu_passes_with_patches(tmp_path, gpu):
     assert result.signatures["serving_default"]["inputs"] == ["args_0", "bias"]
     ops = read_model_info(result.path).op_histogram()
     assert not {"TRANSPOSE_CONV", "SELECT", "SELECT_V2", "RELU_0_TO_1", "BROADCAST_TO", "SPLIT"} & set(ops), ops
-    assert {"patch_conv_transpose", "patch_select", "patch_broadcast_to"} <= {c.rewrite for c in result.changes}
-    assert "PASS" in result.summary()
+    assert {"patch_conv_transpose", "patch_broadcast_to", "legalize"} <= {c.rewrite for c in result.changes}
+    assert "PASS" in result.summary()                  # the SELECT_V2 of torch.where: met by the graph pass
 
 
 def test_convert_failure_is_reported_not_raised(tmp_path):

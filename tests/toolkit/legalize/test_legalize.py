@@ -548,3 +548,54 @@ def test_a_returned_fc_result_fed_to_a_constant_op_is_right_on_the_gpu(gpu, tmp_
     fixed = convert_for_gpu(m, (x,), tmp_path / "fixed.tflite", fallback=False, diagnose_budget_s=0)
     assert fixed.verdict == "PASS", fixed.summary()
     assert read_model_info(tmp_path / "fixed.tflite").op_histogram().get("MUL", 0) >= 2
+
+
+class MaskedAssign(torch.nn.Module):
+    """`x[mask] = v` two ways: a full-shape mask with a scalar, a leading-axes mask with a per-row value."""
+
+    def forward(self, x):
+        y = x * 1.0
+        y[y < -0.5] = 0.25
+        z = x * 2.0
+        z[z[:, :, 0, 0] > 0] = torch.arange(6.0)
+        return y, z
+
+
+def test_a_masked_assignment_becomes_float_arithmetic_bit_exact():
+    m, x = MaskedAssign().eval(), torch.randn(1, 4, 6, 6)
+    legal = legalize(m, (x,))
+    assert any("masked assignment -> where x2" in d for d in legal.done), legal.done
+    assert not {aten.index_put.default, aten.where.self} & _targets(legal)
+    assert all(torch.equal(a, b) for a, b in zip(legal.module(x), m(x)))       # bound: bit-exact (a selection)
+
+
+class CausalFill(torch.nn.Module):
+    """A constant causal mask filled with -inf over runtime scores (SELECT_V2 whose kernel the GPU cannot build)."""
+
+    def forward(self, x):
+        causal = torch.ones(6, 6, dtype=torch.bool).triu(1)
+        return x.masked_fill(causal, float("-inf")).softmax(-1)
+
+
+def test_a_constant_mask_filled_with_minus_inf_becomes_arithmetic_exactly():
+    m, x = CausalFill().eval(), torch.randn(1, 4, 6, 6)
+    legal = legalize(m, (x,))
+    assert not {aten.masked_fill.Scalar, aten.where.self, aten.where.ScalarSelf} & _targets(legal)
+    got, want = legal.module(x), m(x)
+    assert torch.equal(torch.isinf(got), torch.isinf(want)) and torch.equal(got, want)   # bound: bit-exact
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("make", [MaskedAssign, CausalFill])
+def test_bool_masks_are_gpu_only_with_the_pass_alone(gpu, tmp_path, make):
+    """Plain: a masked assignment does not convert (a bool index), a constant causal fill does not compile on the
+    GPU; with the pass alone (every spelling rewrite off, patch_select included) both are strict GPU-only and match
+    torch (llvmpipe, ai-edge-litert 2.3.0)."""
+    x = torch.randn(1, 4, 6, 6)
+    plain = convert_for_gpu(make(), (x,), tmp_path / "plain.tflite", exclude=("legalize",), fallback=False,
+                            diagnose_budget_s=0)
+    assert plain.verdict in ("CONVERT_FAIL", "COMPILE_FAIL"), plain.summary()
+    alone = convert_for_gpu(make(), (x,), tmp_path / "pass.tflite", only=("legalize",), fallback=False,
+                            diagnose_budget_s=0)
+    assert alone.verdict == "PASS", alone.summary()
+    assert not {"SELECT", "SELECT_V2"} & set(read_model_info(alone.path).op_histogram())

@@ -100,18 +100,20 @@ def _casts(gm: torch.fx.GraphModule, floats: _Floats) -> int:
 
 
 _WHERE = {_aten.where.self, _aten.where.ScalarOther, _aten.where.ScalarSelf, _aten.where.Scalar}
+_MASKED_FILL = {_aten.masked_fill.Scalar, _aten.masked_fill.Tensor}     # masked_fill(x, c, v) = where(c, v, x)
 
 
 def _big(v) -> float | None:
-    """A finite number beyond fp16's range (HF's finfo(float32).min fill), else None."""
-    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) and abs(v) > FP16_MAX else None
+    """A number beyond fp16's range (HF's finfo(float32).min fill, or an infinite one), else None."""
+    return float(v) if isinstance(v, (int, float)) and not math.isnan(v) and abs(v) > FP16_MAX else None
 
 
 def _select(g, cf, a, b):
     """where(c, a, b) with c's {0, 1} float form `cf`: a * cf + b * (1 - cf), a number beyond fp16's range never
     multiplied: its term is clamp(log(1 - k), min=c) with k its {0, 1} selector -- c where k is 1 (log 0 = -inf,
-    clamped), 0 where k is 0 -- so no 0 * c and no inf - inf on the fp16 GPU. Exact: each output is the selected
-    value plus exact zeros (a -0 may come back as +0)."""
+    clamped), 0 where k is 0 -- so no 0 * c and no inf - inf on the fp16 GPU; an infinite fill is log(1 - k) itself
+    (or its negation for +inf), unclamped. Exact: each output is the selected value plus exact zeros (a -0 may come
+    back as +0), provided the other branch is finite where the fill is selected (inf * 0 is NaN)."""
     call = g.call_function
     terms = []
     for value, keep in ((a, cf), (b, None)):
@@ -120,8 +122,11 @@ def _select(g, cf, a, b):
         big = _big(value)
         if big is not None:
             off = call(_aten.log.default, (call(_aten.rsub.Scalar, (keep, 1.0)),))   # -inf where kept, 0 elsewhere
-            terms.append(call(_aten.clamp.default, (off, big)) if big < 0 else
-                         call(_aten.clamp.default, (call(_aten.neg.default, (off,)), None, big)))
+            if math.isinf(big):
+                terms.append(off if big < 0 else call(_aten.neg.default, (off,)))
+            else:
+                terms.append(call(_aten.clamp.default, (off, big)) if big < 0 else
+                             call(_aten.clamp.default, (call(_aten.neg.default, (off,)), None, big)))
         elif isinstance(value, (int, float)):
             if value != 0:
                 terms.append(call(_aten.mul.Tensor, (keep, float(value))))
@@ -136,16 +141,19 @@ def _select(g, cf, a, b):
 
 
 def _wheres(gm: torch.fx.GraphModule, floats: _Floats) -> int:
-    """Every float `where` on a runtime bool condition (SELECT_V2, which the GPU refuses) as arithmetic."""
+    """Every float `where` on a bool condition (SELECT_V2, which the GPU refuses; with a constant condition
+    broadcast over a runtime tensor its kernel fails to build) as arithmetic."""
     done = 0
     for n in list(gm.graph.nodes):
-        if n.op != "call_function" or n.target not in _WHERE or _dtype(n) != torch.float32 or not n.users:
+        if n.op != "call_function" or n.target not in _WHERE | _MASKED_FILL or _dtype(n) != torch.float32 \
+                or not n.users:
             continue
-        cond, a, b = n.args[:3]
-        if not isinstance(cond, torch.fx.Node) or cond.op != "call_function" or _dtype(cond) is not torch.bool:
+        cond, a, b = n.args[:3] if n.target in _WHERE else (n.args[1], n.args[2], n.args[0])
+        if not isinstance(cond, torch.fx.Node) or cond.op not in ("call_function", "get_attr") \
+                or _dtype(cond) is not torch.bool:
             continue
-        if any(isinstance(v, float) and not math.isfinite(v) for v in (a, b)) or shape(n) is None:
-            continue                           # an inf fill: inf * 0 is NaN; the spelling rewrites handle those
+        if any(isinstance(v, float) and math.isnan(v) for v in (a, b)) or shape(n) is None:
+            continue
         if any(isinstance(v, torch.fx.Node) and _dtype(v) != torch.float32 for v in (a, b)):
             continue
         with gm.graph.inserting_before(n):

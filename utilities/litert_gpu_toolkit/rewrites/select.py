@@ -57,9 +57,13 @@ def _select_module(m: nn.Module):
     return None
 
 
-@register("patch_select", wall="select")
+@register("patch_select", wall="select", default=False)
 def patch_select(model: nn.Module, *, functional: bool = True) -> list[Change]:
-    """SELECT / SELECT_V2 sources -> arithmetic (wall `select`).
+    """SELECT / SELECT_V2 sources -> arithmetic (wall `select`). Opt-in (`include=["patch_select"]`): the graph
+    pass (`legalize.boolean`, `legalize.masked_assign`) meets the same wall on the exported graph whatever the
+    spelling, with smaller graphs (scripts/measure_legalize.py --without patch_select: the 3 zoo rows it fired on
+    PASS without it, 0-20 ops fewer; its own wall tests PASS with the pass alone). Keep it for a `where` whose
+    runtime branch can hold +/-inf: the pass's blend multiplies that branch by 0 (NaN); `arith_where` does not.
 
     Modules: ELU, CELU, SELU -> relu + expm1 of min(x, 0); PReLU -> relu(x) - w*relu(-x) (this converter
     already lowers PReLU without SELECT; the rewrite keeps it so). Functional: torch.where / Tensor.where,
