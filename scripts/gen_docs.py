@@ -20,6 +20,8 @@ Blocks (name: source -> where):
             docs/data/measured.json (python -m pytest ... --record-measurements: the tests that assert the
             figures record them; tests/measurements.py) -> REFERENCE.md
   zoo       zoo/results.json (python zoo/run.py) -> zoo/README.md
+  runtime_walls  utilities/litert_gpu_toolkit/lint/runtime_walls.json (python scripts/runtime_walls.py --record)
+            -> docs/runtime-walls.md
 
   python scripts/gen_docs.py          # rewrite every stale block
   python scripts/gen_docs.py --check  # write nothing; exit 1 naming the stale files (the test suite runs this)
@@ -473,6 +475,25 @@ def render_quantized_recipes(data: dict) -> str:
     return "\n".join(lines)
 
 
+def render_runtime_walls(data: dict) -> str:
+    """docs/runtime-walls.md: per wall, its class under each ai-edge-litert version measured."""
+    versions = data["versions"]
+    lines = [f"Device: {data['device']} -- a proxy for a phone GPU, not one: a wall the spec marks phone-only can "
+             f"show here as accepted. Measured {data['date']} at toolkit {data['toolkit_commit']} "
+             f"(`{data['command']}`).", "",
+             "| wall | graph | upstream | " + " | ".join(versions) + " |",
+             "|---|---|---|" + "---|" * len(versions)]
+    for name, wall in sorted(data["walls"].items()):
+        cells = []
+        for v in versions:
+            e = (wall.get("results") or {}).get(v) or {}
+            cells.append(e.get("class", "-") + (f" ({e['why']})" if e.get("class") in ("wrong", "error") else ""))
+        lines.append(f"| {name} | {wall['what']} | {wall.get('upstream') or '-'} | " + " | ".join(cells) + " |")
+    if data.get("skipped"):
+        lines += ["", "Not measured: " + "; ".join(f"{v}: {why}" for v, why in data["skipped"].items())]
+    return "\n".join(lines)
+
+
 # -------------------------------------------------------------------------------------------- main
 
 def targets() -> dict[Path, str]:
@@ -520,6 +541,10 @@ def targets() -> dict[Path, str]:
     if recipes_q.exists():
         update(ROOT / "docs" / "quantization.md", "recipes", "docs/data/quantized_recipes.json",
                render_quantized_recipes(json.loads(recipes_q.read_text())), "## Size, speed and accuracy per recipe")
+    walls = ROOT / "utilities" / "litert_gpu_toolkit" / "lint" / "runtime_walls.json"
+    if walls.exists():
+        update(ROOT / "docs" / "runtime-walls.md", "runtime_walls", walls.relative_to(ROOT).as_posix(),
+               render_runtime_walls(json.loads(walls.read_text())), "")
     page = zoo_page()
     if page is not None:
         update(ZOO / "README.md", "zoo", "zoo/results.json", page, "")

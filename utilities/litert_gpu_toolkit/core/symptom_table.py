@@ -153,7 +153,9 @@ SYMPTOMS: tuple[Symptom, ...] = (
         rewrites=("patch_output_aliasing", "alias_safe_output"),
         upstream="google-ai-edge/LiteRT#8599",
         desktop_reproduces=False,
-        phone_only_note="seen on phones (Pixel 8a); not reproduced by the desktop GPU",
+        phone_only_note="seen on phones (Pixel 8a); the desktop GPU (llvmpipe) shows it under ai-edge-litert 2.1.3 "
+                        "to 2.1.5 (the returned sum at corr 0.67 vs the CPU) and computes it right from 2.1.6 on "
+                        "(scripts/runtime_walls.py, docs/runtime-walls.md)",
     ),
     Symptom(
         id="relu_0_to_1",

@@ -333,6 +333,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from ..core.arguments import JSON_OUTPUT_HELP
 
     p.add_argument("--json", metavar="OUT", help="also write the findings as JSON; " + JSON_OUTPUT_HELP)
+    p.add_argument("--runtime", action="append", default=[], metavar="VERSION",
+                   help="also report the walls this ai-edge-litert version rejects or computes wrong, as measured "
+                        "by scripts/runtime_walls.py (docs/runtime-walls.md; repeatable)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -343,9 +346,13 @@ def run(args: argparse.Namespace) -> int:
 
     if refuse_output_path("--json", args.json, inputs=(args.model,)):
         return 2
+    from .runtime_walls import UnmeasuredRuntime, runtime_findings
+
     try:
         findings = lint_for_mobile(args.model)
-    except InvalidModelError as exc:
+        for version in args.runtime:
+            findings += runtime_findings(args.model, version)
+    except (InvalidModelError, UnmeasuredRuntime) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json:

@@ -70,7 +70,7 @@ _NP_TO_TFL = {"float32": "FLOAT32", "int32": "INT32", "int64": "INT64", "bool": 
 
 def single_op_model_bytes(op: str, inputs: list[tuple[str, tuple[int, ...], "object | None"]],
                           outputs: list[tuple[str, tuple[int, ...]]], *, options=None, options_type: str | None = None,
-                          graph_outputs_extra: list[int] | None = None) -> bytes:
+                          graph_outputs_extra: list[int] | None = None, op_version: int = 1) -> bytes:
     """A one-op model for graph-structure tests (the lint), built without any converter.
 
     `inputs`: (name, shape, constant value or None for a runtime input); `outputs`: (name, shape).
@@ -86,7 +86,7 @@ def single_op_model_bytes(op: str, inputs: list[tuple[str, tuple[int, ...], "obj
     code = schema.OperatorCodeT()
     code.builtinCode = getattr(schema.BuiltinOperator, op)
     code.deprecatedBuiltinCode = min(code.builtinCode, 127)
-    code.version = 1
+    code.version = op_version           # the runtime registers some ops from a later version only (BROADCAST_TO: 2)
     model.operatorCodes = [code]
     graph = schema.SubGraphT()
     graph.tensors, graph.inputs = [], []

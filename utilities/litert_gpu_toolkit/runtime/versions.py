@@ -2,10 +2,10 @@
 
 An app ships the ai-edge-litert version its build pins, and the GPU accelerator's op support and numerics change
 between releases. The compile-and-run child (`runtime.worker`) needs only numpy and ai_edge_litert, so running a
-model under another version is running that child with another interpreter: `side_python("2.1.3")` makes a virtual
-environment holding `ai-edge-litert==2.1.3` and numpy (pip, from the package index pip is configured for), checks
-that the wheel imports and carries a GPU accelerator, records what it found in `runtime.json`, and returns its
-python. Later calls reuse it. The folder is `LITERT_GPU_RUNTIMES` when set, else
+model under another version is running that child with another interpreter: `side_runtime("2.1.3")` makes a
+virtual environment holding `ai-edge-litert==2.1.3`, numpy and ml_dtypes (pip, from the package index pip is
+configured for), checks that the wheel imports and carries a GPU accelerator, records what it found in
+`runtime.json`, and returns it. Later calls reuse it. The folder is `LITERT_GPU_RUNTIMES` when set, else
 `~/.cache/litert-gpu-toolkit/runtimes`; a half-made environment is never reused (it is built under a temporary
 name and renamed when complete).
 
@@ -25,6 +25,9 @@ from pathlib import Path
 
 PACKAGE = "ai-edge-litert"
 MARKER = "runtime.json"
+# installed beside every version: numpy for the worker; ml_dtypes because 2.1.6's wheel imports it without
+# declaring it (without it that version does not import at all)
+EXTRAS = ("numpy", "ml_dtypes")
 OLDEST_COMPILED_MODEL = (2, 0, 0)       # the CompiledModel Python API the worker uses ships from 2.0 on
 _VERSION = re.compile(r"^\d+\.\d+\.\d+([.\w+-]*)$")
 _PROBE = ("import importlib.util as u, json, pathlib, ai_edge_litert, ai_edge_litert.compiled_model; "
@@ -96,9 +99,9 @@ def side_runtime(version: str, progress=None) -> SideRuntime:
     try:
         say(f"runtime {version}: making a side environment in {home} (once)")
         _run([sys.executable, "-m", "venv", str(building)], f"could not create a virtual environment for {version}")
-        say(f"runtime {version}: installing {PACKAGE}=={version} and numpy")
+        say(f"runtime {version}: installing {PACKAGE}=={version} with {', '.join(EXTRAS)}")
         _run([str(_python_of(building)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-              f"{PACKAGE}=={version}", "numpy"],
+              f"{PACKAGE}=={version}", *EXTRAS],
              f"pip could not install {PACKAGE}=={version} (offline, or no wheel of it for this Python / platform)")
         probe = _run([str(_python_of(building)), "-c", _PROBE], f"{PACKAGE} {version} installed but does not import")
         found = json.loads(probe.strip().splitlines()[-1])
