@@ -22,6 +22,7 @@ Blocks (name: source -> where):
   zoo       zoo/results.json (python zoo/run.py) -> zoo/README.md
   runtime_walls  utilities/litert_gpu_toolkit/lint/runtime_walls.json (python scripts/runtime_walls.py --record)
             -> docs/runtime-walls.md
+  runtime_recipes  docs/data/runtime_recipes.json (python scripts/runtime_matrix.py --record) -> docs/runtime-walls.md
 
   python scripts/gen_docs.py          # rewrite every stale block
   python scripts/gen_docs.py --check  # write nothing; exit 1 naming the stale files (the test suite runs this)
@@ -494,6 +495,24 @@ def render_runtime_walls(data: dict) -> str:
     return "\n".join(lines)
 
 
+def render_runtime_recipes(data: dict) -> str:
+    """docs/runtime-walls.md: each recipe graph's verdict per version and its minimum runtime."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from runtime_matrix import minimum_runtime
+
+    from litert_gpu_toolkit.runtime.versions import parse_version
+
+    versions = sorted({v for per in data["graphs"].values() for v in per}, key=parse_version)
+    lines = [f"`{data.get('command', 'scripts/runtime_matrix.py')}`; each graph checked strict GPU-only on seeded "
+             "random inputs against the installed runtime's CPU. Minimum runtime: the oldest version measured from "
+             "which every later one PASSes.", "",
+             "| graph | minimum runtime | " + " | ".join(versions) + " |", "|---|---|" + "---|" * len(versions)]
+    for name, per in sorted(data["graphs"].items()):
+        cells = [per[v]["verdict"] if v in per else "-" for v in versions]
+        lines.append(f"| {name.split('models/', 1)[-1]} | {minimum_runtime(per)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 # -------------------------------------------------------------------------------------------- main
 
 def targets() -> dict[Path, str]:
@@ -545,6 +564,10 @@ def targets() -> dict[Path, str]:
     if walls.exists():
         update(ROOT / "docs" / "runtime-walls.md", "runtime_walls", walls.relative_to(ROOT).as_posix(),
                render_runtime_walls(json.loads(walls.read_text())), "")
+    runtime_recipes = ROOT / "docs" / "data" / "runtime_recipes.json"
+    if runtime_recipes.exists():
+        update(ROOT / "docs" / "runtime-walls.md", "runtime_recipes", "docs/data/runtime_recipes.json",
+               render_runtime_recipes(json.loads(runtime_recipes.read_text())), "## Recipe graphs per version")
     page = zoo_page()
     if page is not None:
         update(ZOO / "README.md", "zoo", "zoo/results.json", page, "")

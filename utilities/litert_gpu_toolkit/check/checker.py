@@ -85,8 +85,9 @@ def check_gpu_compatibility(
 
 def check_under_runtime(runtime: str | None, model: str | os.PathLike | bytes, **settings) -> Report:
     """`check_gpu_compatibility(model, **settings)` with every compile under ai-edge-litert `runtime` (a side
-    environment made once and kept, `runtime.versions`; None or the installed version: this environment's). A
-    runtime whose Python API cannot ask for fp32 is checked at its default precision only (a warning says so).
+    environment made once and kept, `runtime.versions`; None: LITERT_GPU_RUNTIME when set, else the installed
+    one). A runtime whose Python API cannot ask for fp32 is checked at its default precision only (a warning
+    says so).
     Raises `RuntimeVersionError` (a ValueError) when the version cannot be installed or has no GPU accelerator."""
     known = check_gpu_compatibility.__kwdefaults__
     unknown = sorted(set(settings) - set(known))
@@ -96,6 +97,7 @@ def check_under_runtime(runtime: str | None, model: str | os.PathLike | bytes, *
     inputs, reference, seed, shapes = opts["inputs"], opts["reference"], opts["seed"], opts["shapes"]
     min_corr, rtol, atol, timeout = opts["min_corr"], opts["rtol"], opts["atol"], opts["timeout"]
     validate_settings(min_corr=min_corr, rtol=rtol, atol=atol, timeout=timeout, seed=seed)
+    runtime = runtime or os.environ.get("LITERT_GPU_RUNTIME") or None      # the process-wide choice, if any
     if runtime is not None:
         from ..runtime.versions import prepare
 

@@ -183,11 +183,13 @@ def compile_and_run(
     median over the samples -- this is how a verify script runs N real inputs without N compiles.
 
     runtime: another ai-edge-litert version to run under (`runtime.versions`: a side environment made on first
-    use; RuntimeVersionError when it cannot be); None or the installed version: this environment's.
+    use; RuntimeVersionError when it cannot be); None: the LITERT_GPU_RUNTIME environment variable's version when
+    set (every check, verify and zoo run of a process then uses it), else the installed one.
     """
     if accelerator not in ACCELERATORS:
         raise ValueError(f"accelerator must be one of {ACCELERATORS}, got {accelerator!r}")
     python = sys.executable
+    runtime = runtime or os.environ.get("LITERT_GPU_RUNTIME") or None
     if runtime is not None:
         from .versions import installed_version, side_runtime
 

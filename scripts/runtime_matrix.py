@@ -1,0 +1,151 @@
+#!/usr/bin/env python
+"""Recipe graphs under every ai-edge-litert version, and what an upgrade changes.
+
+    .venv/bin/python scripts/runtime_matrix.py --runtime all --record         # every recipe graph, every version
+    .venv/bin/python scripts/runtime_matrix.py --graphs models/vision/mtcnn/converted/artifacts/pnet.tflite \
+        --runtime 2.1.3 --runtime 2.2.0
+    .venv/bin/python scripts/runtime_matrix.py --upgrade 2.2.0 2.3.0          # the upgrade report, from the records
+
+Each graph (default: the float graph of every recipe found under models/*/*/converted/artifacts/, built by the
+recipe's export script) is checked with `check --runtime` semantics: strict GPU-only under each version, seeded
+random inputs, compared with the installed runtime's CPU outputs. --record merges the results into
+docs/data/runtime_recipes.json (per graph and version: verdict, residency, lowest fp16 corr, rejected ops) and
+regenerates the table in docs/runtime-walls.md, whose "minimum runtime" column is the oldest version measured from
+which every later one PASSes.
+
+--upgrade OLD NEW is the upgrade check: it measures NEW on the walls suite and on the graphs (unless --no-run, which
+reads the records only) and prints every wall, graph and verdict that differs between OLD and NEW -- newly
+accepted, newly rejected, numerics moved by more than 0.001 in correlation. For the zoo's CI subset under a
+version, set LITERT_GPU_RUNTIME: `LITERT_GPU_RUNTIME=2.1.5 .venv-zoo/bin/python zoo/run.py --fast --out DIR`.
+Device: the GPU the runtime finds (llvmpipe, software Vulkan, here).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "utilities"))
+
+from litert_gpu_toolkit.core.atomic_file import write_text_atomic  # noqa: E402
+
+RECORD = ROOT / "docs" / "data" / "runtime_recipes.json"
+WALLS = ROOT / "utilities" / "litert_gpu_toolkit" / "lint" / "runtime_walls.json"
+QUANTIZED = re.compile(r"_(fp16|int8|int4)$")
+CORR_MOVED = 1e-3
+
+
+def default_graphs() -> list[Path]:
+    """Every recipe's float graphs that its export has written (quantized variants left out)."""
+    return sorted(p for p in ROOT.glob("models/*/*/converted/artifacts/**/*.tflite")
+                  if not QUANTIZED.search(p.stem) and not any(part.startswith(".") for part in p.parts))
+
+
+def measure(graphs: list[Path], versions: list[str], timeout: float) -> dict:
+    from litert_gpu_toolkit.check.runtimes import runtime_matrix
+
+    out = {}
+    for i, path in enumerate(graphs, 1):
+        name = path.relative_to(ROOT).as_posix()
+        print(f"[{i}/{len(graphs)}] {name}", flush=True)
+        matrix = runtime_matrix(path, versions, timeout=timeout, skip_unusable=True)
+        out[name] = {}
+        for row in matrix.rows:
+            rep = row.report
+            out[name][row.version] = {"verdict": rep.verdict, "residency": (rep.residency or {}).get("line"),
+                                      "min_corr_fp16": row.min_corr, "rejected": row.rejected}
+            print(f"  {row.version:8s} {rep.verdict:14s} {(rep.residency or {}).get('line') or '-'}  "
+                  f"corr {row.min_corr}", flush=True)
+    return out
+
+
+def minimum_runtime(per_version: dict) -> str:
+    """The oldest version measured from which every later measured version PASSes; '-' when the newest fails."""
+    from litert_gpu_toolkit.runtime.versions import parse_version
+
+    oldest = "-"
+    for v in sorted(per_version, key=parse_version, reverse=True):
+        if per_version[v]["verdict"] != "PASS":
+            break
+        oldest = v
+    return oldest
+
+
+def upgrade_report(old: str, new: str) -> list[str]:
+    """Every wall and graph whose class, verdict, rejected ops or numerics differ between OLD and NEW."""
+    lines = []
+    walls = json.loads(WALLS.read_text())["walls"] if WALLS.exists() else {}
+    for name, wall in sorted(walls.items()):
+        a, b = (wall["results"].get(v) for v in (old, new))
+        if a is None or b is None:
+            lines.append(f"wall {name}: not measured under {old if a is None else new}")
+        elif a["class"] != b["class"]:
+            lines.append(f"wall {name}: {a['class']} -> {b['class']} ({b.get('why', '')})")
+    graphs = json.loads(RECORD.read_text())["graphs"] if RECORD.exists() else {}
+    for name, per in sorted(graphs.items()):
+        a, b = per.get(old), per.get(new)
+        if a is None or b is None:
+            lines.append(f"graph {name}: not measured under {old if a is None else new}")
+            continue
+        if a["verdict"] != b["verdict"]:
+            lines.append(f"graph {name}: {a['verdict']} -> {b['verdict']} ({b.get('residency') or '-'})")
+        for op in sorted(set(b["rejected"]) - set(a["rejected"])):
+            lines.append(f"graph {name}: {op} newly rejected ({b['rejected'][op]})")
+        for op in sorted(set(a["rejected"]) - set(b["rejected"])):
+            lines.append(f"graph {name}: {op} newly accepted")
+        ca, cb = a.get("min_corr_fp16"), b.get("min_corr_fp16")
+        if isinstance(ca, float) and isinstance(cb, float) and abs(ca - cb) > CORR_MOVED:
+            lines.append(f"graph {name}: fp16 corr {ca:.6f} -> {cb:.6f}")
+    return lines
+
+
+def main(argv=None) -> int:
+    from litert_gpu_toolkit.runtime.versions import RuntimeVersionError, resolve
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runtime", action="append", default=[], metavar="VERSION",
+                   help="a version to check under (repeatable; 'all'); the installed one always runs")
+    p.add_argument("--graphs", nargs="+", type=Path, help="the .tflite files (default: every recipe's float graphs)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per compile+run child (default 600)")
+    p.add_argument("--record", action="store_true", help=f"merge into {RECORD.relative_to(ROOT)} and regenerate "
+                                                        "docs/runtime-walls.md")
+    p.add_argument("--upgrade", nargs=2, metavar=("OLD", "NEW"), help="print what changes from OLD to NEW")
+    p.add_argument("--no-run", action="store_true", help="with --upgrade: read the records, measure nothing")
+    args = p.parse_args(argv)
+    graphs = [g.resolve() for g in (args.graphs or default_graphs())]
+    missing = [str(g) for g in graphs if not g.exists()]
+    if missing:
+        p.error(f"no such graph: {', '.join(missing)}")
+    if not graphs and not args.no_run:
+        p.error("no recipe graph found: run the recipes' export scripts first, or pass --graphs")
+    try:
+        versions = resolve(args.runtime + (list(args.upgrade) if args.upgrade else []))
+    except RuntimeVersionError as e:
+        p.error(str(e))
+    if not args.no_run:
+        if args.upgrade:                              # the walls suite too, for the two versions
+            subprocess.run([sys.executable, str(ROOT / "scripts" / "runtime_walls.py"), "--record",
+                            *[x for v in args.upgrade for x in ("--runtime", v)]], check=True)
+        found = measure(graphs, versions, args.timeout)
+        if args.record or args.upgrade:
+            data = json.loads(RECORD.read_text()) if RECORD.exists() else {"graphs": {}}
+            for name, per in found.items():
+                data["graphs"].setdefault(name, {}).update(per)
+            data["command"] = "scripts/runtime_matrix.py " + " ".join(argv if argv is not None else sys.argv[1:])
+            write_text_atomic(RECORD, json.dumps(data, indent=1, sort_keys=True) + "\n")
+            subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_docs.py")], check=True)
+    if args.upgrade:
+        old, new = args.upgrade
+        lines = upgrade_report(old, new)
+        print(f"\nupgrade {old} -> {new}: {len(lines)} change(s)")
+        for line in lines:
+            print(f"  {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
