@@ -125,8 +125,8 @@ def redundancy(rewrites: list[str], limit: int, repeats: int, work: Path, record
             rows.append({"model": name, "library": ZOO[name].library, "both": both, "without": without,
                          "without_over_both": ratio, "redundant": bool(same and smaller)})
         out[rewrite] = {"rows": rows, "redundant": bool(rows) and all(r["redundant"] for r in rows)}
-        print(f"  => {rewrite}: {'redundant' if out[rewrite]['redundant'] else 'needed'} on "
-              f"{sum(r['redundant'] for r in rows)}/{len(rows)} rows", flush=True)
+        print(f"  => {rewrite}: redundant on {sum(r['redundant'] for r in rows)}/{len(rows)} rows: "
+              f"{'redundant' if out[rewrite]['redundant'] else 'needed'}", flush=True)
         if record is not None:
             record(rewrite, out[rewrite])
     return out
