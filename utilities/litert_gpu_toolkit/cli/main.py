@@ -26,7 +26,8 @@ Exit status (every command):
   export:    0 every graph PASS (--no-check: converted); 1 a graph did not convert or not PASS; 2 a model
              the task cannot load; 3 NO_GPU (the files are written, unchecked on a GPU)
   quantize:  0 the quantized file passed; 1 nothing quantized passed (OUT is the float file); 3 NO_GPU
-  phone:     0 done (run: the phone ran the model); 1 the phone's compile or run failed"""
+  phone:     0 done (run: the phone ran the model); 1 the phone's compile or run failed
+  benchmark: 0 every file measured; 1 a file failed to compile or run; 2 bad arguments or files"""
 
 # command -> (module that defines `add_arguments(parser)` and `run(args) -> int`, one-line help).
 # The module's docstring is the command's description.
@@ -39,6 +40,8 @@ COMMANDS = {
     "quantize": ("litert_gpu_toolkit.cli.quantize", "quantize a .tflite's weights (fp16 / int8 / int4), keep what the "
                  "GPU runs right"),
     "phone": ("litert_gpu_toolkit.cli.phone", "list phones, push the on-device runner, run a model on a phone's GPU"),
+    "benchmark": ("litert_gpu_toolkit.cli.benchmark", "init, first-run and steady latency of a .tflite, in the "
+                  "leaderboard's fields"),
 }
 
 

@@ -137,6 +137,7 @@ class RunResult:
     fully_accelerated: bool | None = None
     stage: str | None = None           # last stage the child reached: "compile", "run:<signature>", "done"
     runtime: str | None = None         # the ai-edge-litert version of a side environment (None: the installed one)
+    times: dict[str, list[float]] = field(default_factory=dict)   # signature -> seconds of every run, first first
 
     @property
     def ok(self) -> bool:
@@ -264,6 +265,7 @@ def compile_and_run(
             result.error = result.error or payload.get("error")
             result.compile_s = payload.get("compile_s")
             result.run_s = payload.get("run_s", {})
+            result.times = payload.get("times", {})
             result.fully_accelerated = payload.get("fully_accelerated")
             if payload.get("status") == "ok" and (work / "outputs.npz").exists():
                 rows: dict[str, dict[str, list]] = {}

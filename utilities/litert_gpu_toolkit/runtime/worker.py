@@ -241,6 +241,7 @@ def main(work: Path) -> int:
                 times.append(time.perf_counter() - t0)
             run_s[key] = statistics.median(times)
             payload.setdefault("entry_s", []).append([key, run_s[key]])  # one per entry (samples repeat a key)
+            payload.setdefault("times", {})[key] = times                  # every run, first one first
             for o_i, name in enumerate(out_details):
                 d = out_details[name]
                 n = int(np.prod(d["shape"])) if d["shape"] else 1
