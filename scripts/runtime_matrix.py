@@ -57,7 +57,8 @@ def measure(graphs: list[Path], versions: list[str], timeout: float) -> dict:
         for row in matrix.rows:
             rep = row.report
             out[name][row.version] = {"verdict": rep.verdict, "residency": (rep.residency or {}).get("line"),
-                                      "min_corr_fp16": row.min_corr, "rejected": row.rejected}
+                                      "min_corr_fp16": row.min_corr, "rejected": row.rejected,
+                                      "summary": rep.summary[:300]}
             print(f"  {row.version:8s} {rep.verdict:14s} {(rep.residency or {}).get('line') or '-'}  "
                   f"corr {row.min_corr}", flush=True)
     return out
