@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from ..core.model_info import InvalidModelError, ModelInfo, OpInfo, read_model_info
 from ..core.symptoms import BY_ID, LONG_REDUCTION
+from .finding import LintFinding  # noqa: F401 - the finding type, re-exported
 
 # a constant this large feeding an elementwise op (not a conv / matmul weight) is likely folded
 LARGE_FOLDED_CONSTANT_BYTES = 1 << 20
@@ -31,27 +31,6 @@ _SHAPE_OPERAND_OPS = {"RESHAPE", "TRANSPOSE", "STRIDED_SLICE", "SLICE", "PAD", "
                       "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR",
                       "SPLIT", "SPLIT_V", "CAST", "FILL", "SHAPE", "ARG_MAX", "ARG_MIN", "CUMSUM",
                       "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "DYNAMIC_UPDATE_SLICE"}
-
-
-@dataclass
-class LintFinding:
-    node: int                   # operator index in its subgraph (the delegate's node numbering)
-    op: str
-    symptom: str                # symptom id in symptoms.py
-    tensors: list[str]          # "name [shape]" of the tensors involved
-    why: str
-    rewrites: list[str]
-    upstream: str | None
-    desktop_reproduces: bool
-    subgraph: int = 0
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def line(self) -> str:
-        up = f" ({self.upstream})" if self.upstream else ""
-        return (f"node {self.node} {self.op}: {self.why}{up} -> {', '.join(self.rewrites) or 'no rewrite'}"
-                f"  [{'; '.join(self.tensors)}]")
 
 
 def _desc(info: ModelInfo, index: int, sg: int) -> str:

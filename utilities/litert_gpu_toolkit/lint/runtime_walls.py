@@ -72,7 +72,7 @@ MATCHERS = {
 def runtime_findings(model: str | os.PathLike | bytes | ModelInfo, version: str, data: dict | None = None):
     """Lint findings (`mobile.LintFinding`) for the walls `version` rejects or computes wrong, at each node of the
     model that carries one. Raises UnmeasuredRuntime when the walls were never measured under `version`."""
-    from .mobile import LintFinding
+    from .finding import LintFinding
 
     data = load() if data is None else data
     if version not in data.get("versions", []):
