@@ -103,3 +103,12 @@ def test_all_leaves_out_a_version_without_a_gpu_accelerator_and_names_it(monkeyp
     assert [r.version for r in matrix.rows] == [installed_version()] and "no GPU accelerator" in matrix.skipped["2.0.2"]
     with pytest.raises(RuntimeVersionError):                 # named explicitly, it is the caller's error
         runtimes.runtime_matrix("m.tflite", ["2.0.2"])
+
+
+def test_litert_gpu_runtime_picks_the_version_for_every_run_of_a_process(monkeypatch):
+    monkeypatch.setenv("LITERT_GPU_RUNTIME", OLD)
+    x = np.ones(PROBE_SHAPE, dtype=np.float32)
+    run = compile_and_run(add_model_bytes(), {"serving_default": {"x": x, "y": x}}, accelerator="cpu")
+    assert run.ok and run.runtime == OLD, run.error
+    monkeypatch.setenv("LITERT_GPU_RUNTIME", installed_version())
+    assert compile_and_run(add_model_bytes(), {"serving_default": {"x": x, "y": x}}, accelerator="cpu").runtime is None
