@@ -97,11 +97,9 @@ def check_under_runtime(runtime: str | None, model: str | os.PathLike | bytes, *
     inputs, reference, seed, shapes = opts["inputs"], opts["reference"], opts["seed"], opts["shapes"]
     min_corr, rtol, atol, timeout = opts["min_corr"], opts["rtol"], opts["atol"], opts["timeout"]
     validate_settings(min_corr=min_corr, rtol=rtol, atol=atol, timeout=timeout, seed=seed)
-    runtime = runtime or os.environ.get("LITERT_GPU_RUNTIME") or None      # the process-wide choice, if any
-    if runtime is not None:
-        from ..runtime.versions import prepare
+    from ..runtime.versions import chosen, prepare
 
-        runtime = prepare(runtime)                # made now: a version that cannot be used is the caller's error
+    runtime = prepare(chosen(runtime))            # made now: a version that cannot be used is the caller's error
     precisions = tuple(p for p in PRECISIONS if p in opts["precisions"]) or ("fp16",)
     no_fp32 = runtime is not None and "fp32" in precisions and not _side_has_fp32(runtime)
     if no_fp32:

@@ -18,6 +18,8 @@ import statistics
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from ..core.arguments import seconds
 
 FIELDS = ("model", "file", "model_size_mb", "platform", "device", "accelerator", "delegate", "nodes_delegated",
@@ -42,13 +44,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jsonl", metavar="OUT", help="append each row to this JSON-lines file")
 
 
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-
 def latency_ms(compile_s: float | None, times: list[float], warmup: int) -> dict:
     """The leaderboard's latency block from one compile and every run's seconds (first run first)."""
     steady = times[1 + warmup:] or times[1:] or times
@@ -56,7 +51,7 @@ def latency_ms(compile_s: float | None, times: list[float], warmup: int) -> dict
     return {"init": None if compile_s is None else round(compile_s * 1000.0, 3),
             "first_inference": round(times[0] * 1000.0, 3) if times else None,
             "median": round(statistics.median(ms), 3), "avg": round(statistics.fmean(ms), 3),
-            "p5": round(_percentile(ms, 0.05), 3), "p95": round(_percentile(ms, 0.95), 3),
+            "p5": round(float(np.percentile(ms, 5)), 3), "p95": round(float(np.percentile(ms, 95)), 3),
             "min": round(min(ms), 3), "max": round(max(ms), 3),
             "stddev": round(statistics.stdev(ms), 3) if len(ms) > 1 else 0.0}
 

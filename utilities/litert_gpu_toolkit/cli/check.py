@@ -109,7 +109,8 @@ def _run_matrix(args: argparse.Namespace, kwargs: dict) -> int:
     from ..runtime.versions import resolve
 
     quiet = args.json == "-"
-    say = (lambda text: print(text, file=sys.stderr, flush=True)) if quiet else (lambda text: print(text, flush=True))
+    def say(text: str) -> None:                   # progress: on stderr when stdout carries the JSON
+        print(text, file=sys.stderr if quiet else sys.stdout, flush=True)
     matrix = runtime_matrix(args.model, resolve(args.runtime), progress=say, skip_unusable="all" in args.runtime,
                             **kwargs)
     text = json.dumps(matrix.to_dict(), indent=1, default=str)

@@ -18,7 +18,7 @@ import math
 import torch
 
 from ..rewrites.shared import FP16_MAX
-from .nodes import shape, source_line
+from .nodes import dtype as _dtype, shape, source_line
 from .repeat import expand_by_concat
 
 _aten = torch.ops.aten
@@ -33,11 +33,6 @@ _CARRY = {_aten.view.default, _aten._unsafe_view.default, _aten.reshape.default,
 _COMPARE = {getattr(getattr(_aten, op), kind) for op in ("eq", "ne", "lt", "le", "gt", "ge")
             for kind in ("Scalar", "Tensor")}
 _INTEGER = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
-
-
-def _dtype(node):
-    v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
-    return v.dtype if isinstance(v, torch.Tensor) else None
 
 
 class _Floats:

@@ -12,15 +12,10 @@ from __future__ import annotations
 
 import torch
 
-from .nodes import shape, source_line
+from .nodes import dtype as _dtype, shape, source_line
 
 _aten = torch.ops.aten
 _INDEX_PUT = {_aten.index_put.default}      # export's functional form of x[mask] = v and index_put_
-
-
-def _dtype(node):
-    v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
-    return v.dtype if isinstance(v, torch.Tensor) else None
 
 
 def _trailing(values, x_shape: tuple[int, ...], k: int) -> bool:

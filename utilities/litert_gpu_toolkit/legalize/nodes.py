@@ -20,6 +20,12 @@ def shape(node) -> tuple[int, ...] | None:
     return tuple(int(s) for s in v.shape) if isinstance(v, torch.Tensor) else None
 
 
+def dtype(node):
+    """The dtype of the value a graph node makes (its `val` metadata); None when unknown or not a node."""
+    v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return v.dtype if isinstance(v, torch.Tensor) else None
+
+
 def attr_value(gm: torch.fx.GraphModule, target: str):
     """The parameter, buffer or constant a get_attr node names (a dotted path from the graph module)."""
     value = gm

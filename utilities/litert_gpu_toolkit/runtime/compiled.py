@@ -190,14 +190,11 @@ def compile_and_run(
     if accelerator not in ACCELERATORS:
         raise ValueError(f"accelerator must be one of {ACCELERATORS}, got {accelerator!r}")
     python = sys.executable
-    runtime = runtime or os.environ.get("LITERT_GPU_RUNTIME") or None
-    if runtime is not None:
-        from .versions import installed_version, side_runtime
+    from .versions import chosen, prepare, side_runtime
 
-        if runtime == installed_version():
-            runtime = None
-        else:
-            python = str(side_runtime(runtime).python)
+    runtime = prepare(chosen(runtime))            # None: this environment's own runtime
+    if runtime is not None:
+        python = str(side_runtime(runtime).python)
     with tempfile.TemporaryDirectory(prefix="litert-gpu-") as tmp:
         work = Path(tmp)
         if isinstance(model, (bytes, bytearray)):

@@ -119,19 +119,32 @@ def side_runtime(version: str, progress=None) -> SideRuntime:
     return side_runtime(version)
 
 
+def chosen(version: str | None) -> str | None:
+    """The version a run asks for: `version`, else the LITERT_GPU_RUNTIME environment variable's, else None."""
+    return version or os.environ.get("LITERT_GPU_RUNTIME") or None
+
+
 def prepare(version: str | None, progress=None) -> str | None:
     """`version` ready to run (its side environment made), or None when it is the installed one or None."""
-    if version is None or validate_version(version) == installed_version():
+    if version is None:
+        return None
+    version = validate_version(version)
+    if version == installed_version():
         return None
     side_runtime(version, progress)
-    return validate_version(version)
+    return version
+
+
+def _last_line(proc: subprocess.CompletedProcess) -> str:
+    """What a failed pip / python call said last (stderr, else stdout)."""
+    lines = [ln.strip() for ln in (proc.stderr or proc.stdout or "").splitlines() if ln.strip()]
+    return lines[-1] if lines else "no output"
 
 
 def _run(cmd: list[str], what: str) -> str:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
-        tail = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()][-1:] or ["no output"]
-        raise RuntimeVersionError(f"{what}: {tail[0].strip()}")
+        raise RuntimeVersionError(f"{what}: {_last_line(proc)}")
     return proc.stdout
 
 
@@ -141,8 +154,7 @@ def available_versions() -> list[str]:
                           capture_output=True, text=True, timeout=300)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("Available versions:")), None)
     if proc.returncode != 0 or line is None:
-        tail = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()][-1:] or ["no output"]
-        raise RuntimeVersionError(f"could not list {PACKAGE}'s versions with pip: {tail[0]}")
+        raise RuntimeVersionError(f"could not list {PACKAGE}'s versions with pip: {_last_line(proc)}")
     found = [v.strip() for v in line.split(":", 1)[1].split(",") if v.strip()]
     return sorted((v for v in found if _VERSION.match(v) and parse_version(v) >= OLDEST_COMPILED_MODEL),
                   key=parse_version)
