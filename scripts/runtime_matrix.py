@@ -13,19 +13,25 @@ docs/data/runtime_recipes.json (per graph and version: verdict, residency, lowes
 regenerates the table in docs/runtime-walls.md, whose "minimum runtime" column is the oldest version measured from
 which every later one PASSes.
 
---upgrade OLD NEW is the upgrade check: it measures NEW on the walls suite and on the graphs (unless --no-run, which
-reads the records only) and prints every wall, graph and verdict that differs between OLD and NEW -- newly
-accepted, newly rejected, numerics moved by more than 0.001 in correlation. For the zoo's CI subset under a
-version, set LITERT_GPU_RUNTIME: `LITERT_GPU_RUNTIME=2.1.5 .venv-zoo/bin/python zoo/run.py --fast --out DIR`.
-Device: the GPU the runtime finds (llvmpipe, software Vulkan, here).
+--zoo also runs the zoo's CI subset (`zoo/run.py --fast --runtime VERSION`, in .venv-zoo) under each version: every
+row converted through convert_for_gpu and checked strict GPU-only against torch there; its rows join the record as
+"zoo --fast: NAME".
+
+--upgrade OLD NEW is the upgrade check: it measures OLD and NEW on the walls suite, the graphs and the zoo's CI
+subset (unless --no-run, which reads the records only) and prints every wall, graph and verdict that differs
+between them -- newly accepted, newly rejected, numerics moved by more than 0.001 in correlation. "nightly" names
+the newest development build (ai-edge-litert-nightly). Device: the GPU the runtime finds (llvmpipe, software
+Vulkan, here).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,6 +67,28 @@ def measure(graphs: list[Path], versions: list[str], timeout: float) -> dict:
                                       "summary": rep.summary[:300]}
             print(f"  {row.version:8s} {rep.verdict:14s} {(rep.residency or {}).get('line') or '-'}  "
                   f"corr {row.min_corr}", flush=True)
+    return out
+
+
+def zoo_subset(versions: list[str], timeout: float) -> dict:
+    """The zoo's CI subset under each version: "zoo --fast: NAME" -> version -> the same fields as a graph."""
+    python = Path(os.environ.get("LITERT_ZOO_PYTHON") or ROOT / ".venv-zoo" / "bin" / "python")
+    if not python.exists():
+        raise SystemExit(f"--zoo: no zoo environment at {python}; run ./zoo/setup.sh")
+    out: dict = {}
+    for version in versions:
+        with tempfile.TemporaryDirectory(prefix="zoo_runtime_") as tmp:
+            print(f"zoo --fast under {version}", flush=True)
+            subprocess.run([str(python), str(ROOT / "zoo" / "run.py"), "--fast", "--runtime", version, "--out", tmp,
+                            "--timeout", str(int(timeout))], check=False)
+            results = Path(tmp) / "results.json"
+            rows = json.loads(results.read_text())["rows"] if results.exists() else []
+        for row in rows:
+            gpu = row.get("gpu") or {}
+            out.setdefault(f"zoo --fast: {row['name']}", {})[version] = {
+                "verdict": gpu.get("verdict") or "ERROR", "residency": gpu.get("residency") or None,
+                "min_corr_fp16": gpu.get("corr_fp16"), "rejected": {},
+                "summary": (row.get("error") or gpu.get("note") or "")[:300]}
     return out
 
 
@@ -116,6 +144,8 @@ def main(argv=None) -> int:
                                                         "docs/runtime-walls.md")
     p.add_argument("--upgrade", nargs=2, metavar=("OLD", "NEW"), help="print what changes from OLD to NEW")
     p.add_argument("--no-run", action="store_true", help="with --upgrade: read the records, measure nothing")
+    p.add_argument("--zoo", action="store_true", help="also run the zoo's CI subset under each version (with "
+                                                     "--upgrade: always)")
     args = p.parse_args(argv)
     graphs = [g.resolve() for g in (args.graphs or default_graphs())]
     missing = [str(g) for g in graphs if not g.exists()]
@@ -124,14 +154,17 @@ def main(argv=None) -> int:
     if not graphs and not args.no_run:
         p.error("no recipe graph found: run the recipes' export scripts first, or pass --graphs")
     try:
-        versions = resolve(args.runtime + (list(args.upgrade) if args.upgrade else []))
+        upgrade = resolve(args.upgrade[:1]) + resolve(args.upgrade[1:]) if args.upgrade else []
+        versions = resolve(args.runtime + upgrade)
     except RuntimeVersionError as e:
         p.error(str(e))
     if not args.no_run:
-        if args.upgrade:                              # the walls suite too, for the two versions
+        if upgrade:                                   # the walls suite too, for the two versions
             subprocess.run([sys.executable, str(ROOT / "scripts" / "runtime_walls.py"), "--record",
-                            *[x for v in args.upgrade for x in ("--runtime", v)]], check=True)
+                            *[x for v in upgrade for x in ("--runtime", v)]], check=True)
         found = measure(graphs, versions, args.timeout)
+        if args.zoo or upgrade:
+            found.update(zoo_subset(versions, args.timeout))
         if args.record or args.upgrade:
             data = json.loads(RECORD.read_text()) if RECORD.exists() else {"graphs": {}}
             for name, per in found.items():
@@ -139,8 +172,8 @@ def main(argv=None) -> int:
             data["command"] = "scripts/runtime_matrix.py " + " ".join(argv if argv is not None else sys.argv[1:])
             write_text_atomic(RECORD, json.dumps(data, indent=1, sort_keys=True) + "\n")
             subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_docs.py")], check=True)
-    if args.upgrade:
-        old, new = args.upgrade
+    if upgrade:
+        old, new = upgrade
         lines = upgrade_report(old, new)
         print(f"\nupgrade {old} -> {new}: {len(lines)} change(s)")
         for line in lines:

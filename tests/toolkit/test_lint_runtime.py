@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from litert_gpu_toolkit.lint.runtime_walls import MATCHERS, UnmeasuredRuntime, load, runtime_findings
+from litert_gpu_toolkit.lint.runtime_walls import MATCHERS, UnmeasuredRuntime, load, runtime_findings, versions_needing
 from litert_gpu_toolkit.runtime.tiny_models import single_op_model_bytes
 
 SHAPE = (1, 8, 8, 4)
@@ -44,6 +44,25 @@ def test_the_shipped_table_records_relu_0_to_1_leaving_in_2_1_5():
     results = load()["walls"]["relu_0_to_1"]["results"]
     assert results["2.1.3"]["class"] == results["2.1.4"]["class"] == "accepted"
     assert results["2.1.5"]["class"] == results["2.3.0"]["class"] == "rejected"
+
+
+def test_a_rewrite_for_a_wall_of_some_versions_says_which_need_it():
+    assert versions_needing("patch_hardsigmoid", DATA) == [
+        "patch_hardsigmoid meets RELU: needed on ai-edge-litert 2.1.5; not on 2.1.3 (measured, docs/runtime-walls.md)"]
+    assert versions_needing("patch_broadcast_to", DATA) == []        # every version measured needs it
+    assert versions_needing("patch_safe_softmax", DATA) == []        # meets no wall of the suite
+    shipped = versions_needing("patch_hardsigmoid")[0]             # the committed measurement
+    assert "needed on ai-edge-litert 2.1.5" in shipped and "not on 2.1.2, 2.1.3, 2.1.4 " in shipped
+
+
+def test_convert_result_names_the_versions_a_kept_rewrite_is_for(tmp_path):
+    from litert_gpu_toolkit.convert.result import ConvertResult
+    from litert_gpu_toolkit.rewrites.registry import Change
+
+    (tmp_path / "m.tflite").write_bytes(_relu01())
+    change = Change("act", "Hardsigmoid -> relu6 form", "patch_hardsigmoid", True)
+    result = ConvertResult(path=tmp_path / "m.tflite", changes=[change])
+    assert result.runtime_dependent and "runtime-dependent: patch_hardsigmoid meets" in result.summary()
 
 
 def test_lint_runtime_on_the_command_line(tmp_path):

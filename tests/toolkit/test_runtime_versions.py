@@ -17,8 +17,8 @@ from litert_gpu_toolkit.check.runtimes import RuntimeMatrix, RuntimeRow
 from litert_gpu_toolkit.check.verdicts import Report
 from litert_gpu_toolkit.runtime.compiled import compile_and_run
 from litert_gpu_toolkit.runtime.tiny_models import PROBE_SHAPE, add_model_bytes, single_op_model_bytes
-from litert_gpu_toolkit.runtime.versions import (RuntimeVersionError, installed_version, resolve, side_runtime,
-                                                 validate_version)
+from litert_gpu_toolkit.runtime.versions import (NIGHTLY, PACKAGE, RuntimeVersionError, _order, installed_version,
+                                                 package_of, resolve, side_runtime, validate_version)
 
 OLD = "2.1.3"
 
@@ -28,6 +28,13 @@ OLD = "2.1.3"
 def test_a_version_that_cannot_be_used_is_refused_before_anything_runs(bad, why):
     with pytest.raises(RuntimeVersionError, match=why):
         validate_version(bad)
+
+
+def test_a_development_version_comes_from_the_nightly_package_and_sorts_before_its_release():
+    assert package_of("2.4.0.dev20261026") == NIGHTLY and package_of("2.3.0") == PACKAGE
+    assert validate_version("2.4.0.dev20261026") == "2.4.0.dev20261026"
+    ordered = sorted(["2.4.0", "2.4.0.dev20261026", "2.3.0", "2.4.0.dev20261008", "2.1.2"], key=_order)
+    assert ordered == ["2.1.2", "2.3.0", "2.4.0.dev20261008", "2.4.0.dev20261026", "2.4.0"]
 
 
 def test_installed_names_this_environments_version():

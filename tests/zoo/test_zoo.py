@@ -154,7 +154,8 @@ def test_every_row_has_a_result_and_convert_for_gpu_never_raised():
 
 @pytest.mark.parametrize("args, message", [
     (["--only", "nope"], "unknown zoo row"), (["--library", "keras"], "unknown library"),
-    (["--jobs", "0"], "--jobs must be at least 1"), (["--table-only", "--out", "{tmp}"], "no results")])
+    (["--jobs", "0"], "--jobs must be at least 1"), (["--table-only", "--out", "{tmp}"], "no results"),
+    (["--fast", "--runtime", "1.4.0"], "predates the CompiledModel API")])
 def test_bad_arguments_are_clear_errors(tmp_path, args, message):
     out = _zoo(*[a.replace("{tmp}", str(tmp_path)) for a in args], "--out", str(tmp_path))
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr[-800:]

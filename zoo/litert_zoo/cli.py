@@ -9,6 +9,7 @@
     .venv-zoo/bin/python zoo/run.py --table-only       # regenerate README.md from results.json
     .venv-zoo/bin/python zoo/run.py --activations trained --fast   # trained ranges planted (zoo/trained/)
     .venv-zoo/bin/python zoo/run.py --weights int8 --fast          # int8 weights (zoo/weights_int8/)
+    .venv-zoo/bin/python zoo/run.py --runtime 2.1.2 --fast --out DIR  # checked under another ai-edge-litert
 
 Every model is built from a config with random weights redrawn by the rule in `litert_zoo/weights.py`; nothing
 is downloaded (HF_HUB_OFFLINE=1). Each row runs in its own child process (a crash or a hang is that row's result,
@@ -53,8 +54,8 @@ EXIT_STATUS = """\
 Exit status:
   0    every selected row PASSes (--list, --table-only: done)
   1    a row does not PASS (none regressed)
-  2    bad arguments (an unknown row or library, no row selected, --timeout or --jobs out of range, --out not
-       a writable folder) or no results to work from
+  2    bad arguments (an unknown row or library, no row selected, --timeout or --jobs out of range, a --runtime
+       that cannot be installed, --out not a writable folder) or no results to work from
   3    a row that PASSed in the baseline no longer does (a regression)
   130  interrupted (Ctrl-C); each row's child process goes with it"""
 
@@ -79,6 +80,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", choices=WEIGHTS_MODES, default="fp32",
                    help="store the weights as fp16 / int8 / int4 (convert_for_gpu(weights=...)); a row PASSes only "
                         "when its quantized file does; --out then defaults to a weights_MODE/ folder")
+    p.add_argument("--runtime", metavar="VERSION",
+                   help="check every conversion under this ai-edge-litert version (a side environment the toolkit "
+                        "makes once; 'nightly' = the newest development build) instead of the installed one; "
+                        "results.json names it")
     p.add_argument("--rerun", action="store_true", help="redo rows already in results.json (default: resume)")
     p.add_argument("--jobs", type=int, default=1, help="rows converted at once (default %(default)s)")
     p.add_argument("--baseline", type=Path, help="results.json the guard compares with "
@@ -176,6 +181,15 @@ def run(args: argparse.Namespace) -> int:
 
     os.environ[ACTIVATIONS_ENV] = args.activations     # the rows' child processes build in this mode
     os.environ[WEIGHTS_ENV] = args.weights             # ... and convert with these weights
+    if args.runtime:
+        from litert_gpu_toolkit.runtime.versions import RuntimeVersionError, prepare, resolve
+
+        try:
+            version = resolve([args.runtime])[0]
+            prepare(version, print)                     # made here, once, not by each row's child at once
+        except RuntimeVersionError as e:
+            return _usage(str(e))
+        os.environ["LITERT_GPU_RUNTIME"] = version     # every check of every row runs under it
     if args.list:
         for m in (HELD_OUT.values() if args.held_out else CALL_ROWS.values() if args.calls else ROWS):
             print(f"{m.name:32s} {m.library:12s} {m.domain:12s}{' (fast)' if m.fast else ''}")

@@ -155,6 +155,10 @@ def environment() -> dict:
             env[pkg] = version(pkg)
         except PackageNotFoundError:
             env[pkg] = None
+    from litert_gpu_toolkit.runtime.versions import chosen
+
+    if chosen(None):                                      # zoo/run.py --runtime: the checks ran under that version
+        env["ai-edge-litert"], env["ai-edge-litert (installed)"] = chosen(None), env["ai-edge-litert"]
     try:
         import litert_gpu_toolkit
         from litert_gpu_toolkit.recipe.results import git_commit, git_dirty

@@ -97,6 +97,14 @@ class ConvertResult:
         return self.applied if self.path is not None and Path(self.path).exists() else []
 
     @property
+    def runtime_dependent(self) -> list[str]:
+        """For each kept rewrite that meets a wall only some ai-edge-litert versions have (RELU_0_TO_1: accepted up
+        to 2.1.4), which versions need it and which do not, from the measured runtime-walls suite."""
+        from ..lint.runtime_walls import versions_needing
+
+        return [line for name in self.kept for line in versions_needing(name)]
+
+    @property
     def error_line(self) -> str | None:
         """The one line of `error` that says what failed and where (never the converter's generic trailer)."""
         return telling_line(self.error) if self.error else None
@@ -119,6 +127,7 @@ class ConvertResult:
                          f"  rewrites tried (no file was written): {', '.join(self.applied)}")
         lines += [f"    {'exact' if c.exact else 'APPROX'} {c.rewrite}: {c.path or '<root>'}: {c.what}"
                   for c in self.changes]
+        lines += [f"  runtime-dependent: {line}" for line in self.runtime_dependent]
         if self.specialised:
             lines.append("  WARNING: data-dependent branches specialised on the example input (the file is right only "
                          "for inputs that take the same branches):")

@@ -98,3 +98,23 @@ def runtime_findings(model: str | os.PathLike | bytes | ModelInfo, version: str,
                     rewrites=list(symptom.rewrites) if symptom else [], upstream=wall.get("upstream") or None,
                     desktop_reproduces=True, subgraph=op.subgraph))
     return findings
+
+
+def versions_needing(rewrite: str, data: dict | None = None) -> list[str]:
+    """One line when `rewrite` meets walls of the suite that only some runtime versions have: the versions that
+    reject one of them or compute it wrong (they need the rewrite) and those that accept them all. Empty when the
+    rewrite meets no measured wall, or when every measured version needs it."""
+    data = load() if data is None else data
+    walls = [(name, wall) for name, wall in sorted(data.get("walls", {}).items())
+             if BY_ID.get(wall.get("symptom")) is not None and rewrite in BY_ID[wall["symptom"]].rewrites]
+    if not walls:
+        return []
+    versions = data.get("versions", [])
+    classes = {v: [((w.get("results") or {}).get(v) or {}).get("class") for _, w in walls] for v in versions}
+    needed = [v for v in versions if any(c in BAD for c in classes[v])]
+    fine = [v for v in versions if all(c == "accepted" for c in classes[v])]
+    if not needed or not fine:
+        return []
+    what = "; ".join(w.get("what", n) for n, w in walls)
+    return [f"{rewrite} meets {what}: needed on ai-edge-litert {', '.join(needed)}; not on {', '.join(fine)} "
+            "(measured, docs/runtime-walls.md)"]

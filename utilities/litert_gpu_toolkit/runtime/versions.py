@@ -7,7 +7,8 @@ virtual environment holding `ai-edge-litert==2.1.3`, numpy and ml_dtypes (pip, f
 configured for), checks that the wheel imports and carries a GPU accelerator, records what it found in
 `runtime.json`, and returns it. Later calls reuse it. The folder is `LITERT_GPU_RUNTIMES` when set, else
 `~/.cache/litert-gpu-toolkit/runtimes`; a half-made environment is never reused (it is built under a temporary
-name and renamed when complete).
+name and renamed when complete). A development version ("2.4.0.dev20261026") comes from the nightly package
+(`ai-edge-litert-nightly`, same module name); "nightly" names the newest one pip's index lists.
 
 `compile_and_run(..., runtime=VERSION)` and `check_gpu_compatibility(..., runtime=VERSION)` use it;
 `python -m litert_gpu_toolkit check --runtime VERSION` prints the matrix over versions.
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE = "ai-edge-litert"
+NIGHTLY = "ai-edge-litert-nightly"      # development builds; versions like 2.4.0.dev20261026
 MARKER = "runtime.json"
 # installed beside every version: numpy for the worker; ml_dtypes because 2.1.6's wheel imports it without
 # declaring it (without it that version does not import at all)
@@ -77,6 +79,11 @@ def validate_version(version: str) -> str:
     return version
 
 
+def package_of(version: str) -> str:
+    """The distribution a version comes from: the nightly package for a development version."""
+    return NIGHTLY if ".dev" in version else PACKAGE
+
+
 def _python_of(env: Path) -> Path:
     return env / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
 
@@ -99,14 +106,15 @@ def side_runtime(version: str, progress=None) -> SideRuntime:
     try:
         say(f"runtime {version}: making a side environment in {home} (once)")
         _run([sys.executable, "-m", "venv", str(building)], f"could not create a virtual environment for {version}")
-        say(f"runtime {version}: installing {PACKAGE}=={version} with {', '.join(EXTRAS)}")
+        package = package_of(version)
+        say(f"runtime {version}: installing {package}=={version} with {', '.join(EXTRAS)}")
         _run([str(_python_of(building)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-              f"{PACKAGE}=={version}", *EXTRAS],
-             f"pip could not install {PACKAGE}=={version} (offline, or no wheel of it for this Python / platform)")
-        probe = _run([str(_python_of(building)), "-c", _PROBE], f"{PACKAGE} {version} installed but does not import")
+              f"{package}=={version}", *EXTRAS],
+             f"pip could not install {package}=={version} (offline, or no wheel of it for this Python / platform)")
+        probe = _run([str(_python_of(building)), "-c", _PROBE], f"{package} {version} installed but does not import")
         found = json.loads(probe.strip().splitlines()[-1])
         if not found["gpu_accelerator"]:
-            raise RuntimeVersionError(f"{PACKAGE} {version}'s wheel has no GPU accelerator library: it cannot run "
+            raise RuntimeVersionError(f"{package} {version}'s wheel has no GPU accelerator library: it cannot run "
                                       "a model on the GPU")
         (building / MARKER).write_text(json.dumps({"version": version, **found}, indent=1) + "\n")
         if home.exists():                     # made meanwhile by another process: keep theirs
@@ -148,25 +156,45 @@ def _run(cmd: list[str], what: str) -> str:
     return proc.stdout
 
 
-def available_versions() -> list[str]:
-    """The ai-edge-litert versions pip's index lists that the check can run (2.0.0 and later), oldest first."""
-    proc = subprocess.run([sys.executable, "-m", "pip", "index", "versions", PACKAGE, "--disable-pip-version-check"],
-                          capture_output=True, text=True, timeout=300)
+def _listed(package: str, pre: bool = False) -> list[str]:
+    """The versions of `package` pip's index lists (2.0.0 and later), oldest first."""
+    cmd = [sys.executable, "-m", "pip", "index", "versions", package, "--disable-pip-version-check"]
+    proc = subprocess.run(cmd + (["--pre"] if pre else []), capture_output=True, text=True, timeout=300)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("Available versions:")), None)
     if proc.returncode != 0 or line is None:
-        raise RuntimeVersionError(f"could not list {PACKAGE}'s versions with pip: {_last_line(proc)}")
+        raise RuntimeVersionError(f"could not list {package}'s versions with pip: {_last_line(proc)}")
     found = [v.strip() for v in line.split(":", 1)[1].split(",") if v.strip()]
     return sorted((v for v in found if _VERSION.match(v) and parse_version(v) >= OLDEST_COMPILED_MODEL),
-                  key=parse_version)
+                  key=_order)
+
+
+def _order(version: str) -> tuple:
+    """Release order; a development build sorts before the release of its number, by its date."""
+    dev = re.search(r"\.dev(\d+)", version)
+    return (*parse_version(version), 0 if dev else 1, int(dev.group(1)) if dev else 0)
+
+
+def available_versions() -> list[str]:
+    """The ai-edge-litert releases pip's index lists that the check can run (2.0.0 and later), oldest first."""
+    return _listed(PACKAGE)
+
+
+def newest_nightly() -> str:
+    """The newest development build pip's index lists (`ai-edge-litert-nightly`)."""
+    listed = _listed(NIGHTLY, pre=True)
+    if not listed:
+        raise RuntimeVersionError(f"pip's index lists no {NIGHTLY} build")
+    return listed[-1]
 
 
 def resolve(requested: list[str]) -> list[str]:
-    """The versions `check --runtime` asked for, in order, each once: "all" is every available version,
-    "installed" this environment's."""
+    """The versions `check --runtime` asked for, in order, each once: "all" is every available release,
+    "installed" this environment's, "nightly" the newest development build."""
+    named = {"all": available_versions, "installed": lambda: [installed_version()],
+             "nightly": lambda: [newest_nightly()]}
     out: list[str] = []
     for item in requested:
-        for v in (available_versions() if item == "all" else [installed_version()] if item == "installed"
-                  else [validate_version(item)]):
+        for v in (named[item]() if item in named else [validate_version(item)]):
             if v not in out:
                 out.append(v)
     return out
