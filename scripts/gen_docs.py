@@ -23,6 +23,7 @@ Blocks (name: source -> where):
   runtime_walls  utilities/litert_gpu_toolkit/lint/runtime_walls.json (python scripts/runtime_walls.py --record)
             -> docs/runtime-walls.md
   runtime_recipes  docs/data/runtime_recipes.json (python scripts/runtime_matrix.py --record) -> docs/runtime-walls.md
+  program_cache  docs/data/program_cache.json (python scripts/measure_program_cache.py --record) -> docs/performance.md
 
   python scripts/gen_docs.py          # rewrite every stale block
   python scripts/gen_docs.py --check  # write nothing; exit 1 naming the stale files (the test suite runs this)
@@ -513,6 +514,29 @@ def render_runtime_recipes(data: dict) -> str:
     return "\n".join(lines)
 
 
+def render_program_cache(data: dict) -> str:
+    """docs/performance.md: GPU init with no cache, a cold cache and a warm one, per graph (medians over rounds)."""
+    graphs = {n: g for n, g in sorted(data["graphs"].items()) if g.get("status") == "measured"}
+    first = next(iter(graphs.values()), {})
+    lines = [f"`{data['command'].strip()}` ({data['date']}, {data['rounds']} rounds, medians; "
+             f"{first.get('device', '?')}, ai-edge-litert {first.get('runtime_version', '?')}, the native runner; "
+             "Mesa's shader cache off). Ratios are within one run; the milliseconds are this shared machine's.", "",
+             "| graph | nodes on GPU | init: no cache | cold cache | warm cache | warm / no cache | first run: no "
+             "cache / warm | warm compile read the cache | cache file / model |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, g in graphs.items():
+        m = g["median_ms"]
+        lines.append(f"| {name.split('models/', 1)[-1]} | {g['nodes']} | {m['none']['init']:.0f} ms | "
+                     f"{m['cold']['init']:.0f} ms | {m['warm']['init']:.0f} ms | {g['warm_over_none_init']:.2f}x | "
+                     f"{m['none']['first']:.0f} / {m['warm']['first']:.0f} ms | "
+                     f"{'every round' if g['warm_read_every_round'] else 'NOT every round'} | "
+                     f"{g['cache_bytes'] / 1e3:.0f} kB / {g['model_bytes'] / 1e6:.1f} MB |")
+    failed = [f"{n}: {g['status']}" for n, g in sorted(data["graphs"].items()) if g.get("status") != "measured"]
+    if failed:
+        lines += ["", "Not measured: " + "; ".join(failed)]
+    return "\n".join(lines)
+
+
 # -------------------------------------------------------------------------------------------- main
 
 def targets() -> dict[Path, str]:
@@ -568,6 +592,10 @@ def targets() -> dict[Path, str]:
     if runtime_recipes.exists():
         update(ROOT / "docs" / "runtime-walls.md", "runtime_recipes", "docs/data/runtime_recipes.json",
                render_runtime_recipes(json.loads(runtime_recipes.read_text())), "## Recipe graphs per version")
+    program_cache = ROOT / "docs" / "data" / "program_cache.json"
+    if program_cache.exists():
+        update(ROOT / "docs" / "performance.md", "program_cache", "docs/data/program_cache.json",
+               render_program_cache(json.loads(program_cache.read_text())), "## The GPU program cache")
     page = zoo_page()
     if page is not None:
         update(ZOO / "README.md", "zoo", "zoo/results.json", page, "")

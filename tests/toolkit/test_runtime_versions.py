@@ -119,3 +119,34 @@ def test_litert_gpu_runtime_picks_the_version_for_every_run_of_a_process(monkeyp
     assert run.ok and run.runtime == OLD, run.error
     monkeypatch.setenv("LITERT_GPU_RUNTIME", installed_version())
     assert compile_and_run(add_model_bytes(), {"serving_default": {"x": x, "y": x}}, accelerator="cpu").runtime is None
+
+
+def test_an_older_runtimes_cpu_refusing_the_graph_falls_back_to_the_installed_cpu(monkeypatch):
+    """2.1.x's CPU (XNNPACK) can refuse to prepare a graph its GPU runs ("failed to reshape runtime"): the file is
+    valid when the installed runtime's CPU runs it, so that run becomes the reference and a warning says so --
+    the GPU verdict under the old version no longer stops at INVALID_MODEL."""
+    import time
+
+    from litert_gpu_toolkit.check import steps
+    from litert_gpu_toolkit.check.verdicts import Report, Tolerance
+    from litert_gpu_toolkit.runtime.compiled import STATUS_OK, STATUS_RUN_ERROR, RunResult
+
+    out = {"serving_default": {"out": np.ones(3, np.float32)}}
+    asked = []
+
+    def fake(model, feeds, *, accelerator, enforce_f32=False, timeout=0, runtime=None, **kw):
+        asked.append(runtime)
+        if runtime == OLD:
+            return RunResult(STATUS_RUN_ERROR, accelerator, enforce_f32, error="XNNPack failed to reshape runtime")
+        return RunResult(STATUS_OK, accelerator, enforce_f32, outputs=out)
+
+    monkeypatch.setattr(steps, "compile_and_run", fake)
+    ctx = steps._Context(b"m", "m", Report(model="m", verdict="INVALID_MODEL", summary=""), Tolerance(), ("fp16",),
+                         60.0, time.perf_counter(), runtime=OLD)
+    cpu = steps._step_cpu_reference(ctx, steps.PreparedInputs({"serving_default": {}}, [], {}))
+    assert cpu.ok and cpu.outputs is out and asked == [OLD, installed_version()]
+    assert ctx.runs["cpu"] is cpu and f"ai-edge-litert {OLD}'s CPU could not run the model" in ctx.report.warnings[0]
+    ctx.runtime = None                                   # the installed runtime's own CPU failure stays fatal
+    monkeypatch.setattr(steps, "compile_and_run", lambda *a, **k: RunResult(STATUS_RUN_ERROR, "cpu", False, error="x"))
+    with pytest.raises(steps._Verdict):
+        steps._step_cpu_reference(ctx, steps.PreparedInputs({"serving_default": {}}, [], {}))

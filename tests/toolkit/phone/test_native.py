@@ -400,3 +400,47 @@ def test_cli_build_native_and_run_on_host_native(gpu, runner, add_model):
                           env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.splitlines()[:2] == ["GPU residency: 1/1 ops, 1 partition (strict GPU)", "status: ok"]
+
+
+def test_program_cache_is_written_then_read_and_keyed_by_the_model(gpu, runner, add_model, tmp_path):
+    """The GPU program cache through the C API: the first compile writes the model's programs, the second reads
+    them (the accelerator's own log says so), a changed model or the other precision gets its own key and compiles
+    cold, and the outputs with a warm cache are the outputs without one."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    x = {"serving_default": _samples(1)[0]}
+    plain = run_native(add_model, x, runner=runner)
+    cold = run_native(add_model, x, runner=runner, cache_dir=cache)
+    warm = run_native(add_model, x, runner=runner, cache_dir=cache)
+    assert plain.ok and cold.ok and warm.ok, (cold.error, warm.error)
+    assert plain.cache is None
+    assert (cold.cache["files_before"], cold.cache["files_after"], cold.cache["read"]) == (0, 1, False)
+    assert warm.cache["key"] == cold.cache["key"] and warm.cache["read"] and warm.cache["files_before"] == 1
+    assert [p.name for p in cache.iterdir()] == [f"{cold.cache['key']}_mldrift_program_cache.bin"]
+    np.testing.assert_array_equal(warm.outputs["serving_default"]["out"], plain.outputs["serving_default"]["out"])
+    other = tmp_path / "sub.tflite"
+    other.write_bytes(single_op_model_bytes("SUB", [("x", PROBE_SHAPE, None), ("y", PROBE_SHAPE, None)],
+                                            [("out", PROBE_SHAPE)]))
+    changed = run_native(other, x, runner=runner, cache_dir=cache)
+    assert changed.ok and changed.cache["key"] != cold.cache["key"] and not changed.cache["read"]
+    np.testing.assert_allclose(changed.outputs["serving_default"]["out"], x["serving_default"]["x"] -
+                               x["serving_default"]["y"], rtol=1e-2, atol=1e-2)
+    f32 = run_native(add_model, x, runner=runner, cache_dir=cache, enforce_f32=True)
+    assert f32.ok and f32.cache["key"].endswith("_f32") and not f32.cache["read"]
+
+
+def test_program_cache_folder_must_exist(runner, add_model, tmp_path):
+    with pytest.raises(NativeRunnerError, match="does not exist"):
+        run_native(add_model, {"serving_default": _samples(1)[0]}, runner=runner, cache_dir=tmp_path / "none")
+
+
+def test_fuzz_cache_dir_with_a_quote_is_refused(fuzz_runner, add_model, tmp_path):
+    """The folder is written into the accelerator's TOML options: a name that could end the string is refused."""
+    x = np.ones(PROBE_SHAPE, np.float32)
+    job = write_job(tmp_path / "job", add_model, [("serving_default", {"x": x, "y": x})], accelerator="gpu")
+    bad = tmp_path / 'a"b'
+    bad.mkdir()
+    before = _snapshot(tmp_path, job / "out")
+    proc = _run(fuzz_runner, job, args=["--manifest", str(job / "manifest.json"), "--out", str(job / "out"),
+                                        "--cache-dir", str(bad)])
+    _check_clean(proc, job, job / "out", before, tmp_path, error_has="plain name")

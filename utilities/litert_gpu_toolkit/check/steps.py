@@ -12,6 +12,7 @@ from ..core.inputs import InputError, check_reference, make_inputs, model_signat
 from ..core.model_info import InvalidModelError, ModelInfo, read_model_info
 from .rejection_sites import rejected_sites
 from ..runtime.residency import residency
+from ..runtime.versions import installed_version
 from ..runtime.compiled import (STATUS_CRASH, STATUS_KILLED, STATUS_NO_GPU, STATUS_OPS_REJECTED, STATUS_TIMEOUT,
                                 RunResult, compile_and_run)
 from .diagnosis import (
@@ -192,6 +193,16 @@ def _step_cpu_reference(ctx: _Context, prepared: PreparedInputs) -> RunResult:
     """3. CPU compile + run: the fp32 reference, and proof that LiteRT can run the file at all."""
     report = ctx.report
     cpu = ctx.run("cpu", "cpu", prepared.feeds)
+    if not cpu.ok and cpu.status not in (STATUS_KILLED, STATUS_TIMEOUT) and ctx.runtime is not None:
+        # An older runtime's CPU (XNNPACK) can refuse a graph its GPU runs: the file is still valid if the
+        # installed runtime's CPU runs it, and the GPU verdict under the other version must not hang on that.
+        own = compile_and_run(ctx.model, prepared.feeds, accelerator="cpu", timeout=ctx.timeout,
+                              runtime=installed_version())
+        if own.ok:
+            report.warnings.append(f"ai-edge-litert {ctx.runtime}'s CPU could not run the model ({cpu.status}: "
+                                   f"{error_brief(cpu)}); the reference is the installed runtime's CPU "
+                                   f"({installed_version()})")
+            ctx.runs["cpu"], cpu = own, own
     if cpu.status == STATUS_KILLED:
         report.log_tail = interesting_tail(cpu.log)
         report.problems.append(f"the CPU runtime process: {cpu.error}")

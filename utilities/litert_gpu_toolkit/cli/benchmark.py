@@ -5,8 +5,11 @@ run after the compile is `first_inference`, the warm-up runs are left out of the
 JSON object per file in the field names of LiteRT's published device-farm leaderboard (`nodes_delegated`,
 `nodes_total`, `partitions`, `latency_ms.{init, first_inference, median, avg, p5, p95, min, max, stddev}`,
 `runtime_version`, `device`, ...), so a row from here and a row from there can be read side by side; `--jsonl OUT`
-appends it to a JSON-lines file. Each figure is a wall time of this machine: compare two files with ratios from
-one run (`benchmark A.tflite B.tflite` times them in turn, `--rounds` times over), never bare numbers across runs.
+appends it to a JSON-lines file. `--runner native` times the C API runner a phone app's code path uses (built for
+this machine); with `--cache DIR` it turns on the GPU program cache there (the first compile writes the model's
+programs, the next reads them: `program_cache.read` says whether it did). Each figure is a wall time of this
+machine: compare two files with ratios from one run (`benchmark A.tflite B.tflite` times them in turn, `--rounds`
+times over), never bare numbers across runs.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from ..core.arguments import seconds
 
 FIELDS = ("model", "file", "model_size_mb", "platform", "device", "accelerator", "delegate", "nodes_delegated",
           "nodes_total", "partitions", "latency_ms", "runs", "warmup_runs", "runtime", "runtime_version", "runner",
-          "status", "date")
+          "status", "date", "program_cache")
 LATENCY_FIELDS = ("init", "first_inference", "median", "avg", "p5", "p95", "min", "max", "stddev")
 
 
@@ -38,6 +41,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="gpu: strict GPU-only (default); cpu: LiteRT's CPU")
     p.add_argument("--fp32", action="store_true", help="ask the GPU for fp32 (enforce_f32) instead of its default")
     p.add_argument("--inputs", metavar="NPZ", help="input arrays (.npz by input name); default: seeded random")
+    p.add_argument("--runner", choices=("python", "native"), default="python",
+                   help="python: the Python CompiledModel in a child process (default); native: the C API runner "
+                        "(the phone's, built for this machine)")
+    p.add_argument("--cache", metavar="DIR", type=Path,
+                   help="with --runner native: the GPU program cache folder (made if missing); keyed by the model's "
+                        "bytes and the precision, so a changed model never reads another's programs")
     p.add_argument("--runtime", metavar="VERSION", help="run under this ai-edge-litert version (a side environment, "
                                                         "as `check --runtime`)")
     p.add_argument("--timeout", type=seconds, default=600.0, help="seconds per file, at least 10 (default 600)")
@@ -57,8 +66,9 @@ def latency_ms(compile_s: float | None, times: list[float], warmup: int) -> dict
 
 
 def benchmark_file(path: Path, *, runs: int, warmup: int, accelerator: str, fp32: bool, inputs, runtime,
-                   timeout: float) -> dict:
-    """One row for `path` (leaderboard field names; `status` "measured" or the failure)."""
+                   timeout: float, runner: str = "python", cache: Path | None = None) -> dict:
+    """One row for `path` (leaderboard field names; `status` "measured" or the failure). runner "native" runs the
+    C API runner (installed runtime only), with the GPU program cache in `cache` when given."""
     from ..core.inputs import make_inputs
     from ..core.model_info import read_model_info
     from ..runtime.compiled import compile_and_run
@@ -68,8 +78,14 @@ def benchmark_file(path: Path, *, runs: int, warmup: int, accelerator: str, fp32
     info = read_model_info(path)
     feeds = make_inputs(info, inputs, seed=0)[0]
     key = next(iter(feeds))
-    run = compile_and_run(path, {key: feeds[key]}, accelerator=accelerator, enforce_f32=fp32, timeout=timeout,
-                          repeats=1 + warmup + runs, runtime=runtime)
+    if runner == "native":
+        from ..phone.native import run_native
+
+        run = run_native(path, {key: feeds[key]}, accelerator=accelerator, enforce_f32=fp32, timeout=timeout,
+                         repeats=1 + warmup + runs, cache_dir=cache)
+    else:
+        run = compile_and_run(path, {key: feeds[key]}, accelerator=accelerator, enforce_f32=fp32, timeout=timeout,
+                              repeats=1 + warmup + runs, runtime=runtime)
     res = residency(info, run)
     row = {"model": path.stem, "file": path.name, "model_size_mb": round(path.stat().st_size / 1e6, 4),
            "platform": platform.system().lower(), "device": run.gpu.adapter if accelerator == "gpu" else
@@ -79,7 +95,8 @@ def benchmark_file(path: Path, *, runs: int, warmup: int, accelerator: str, fp32
            "nodes_delegated": res.gpu_ops if accelerator == "gpu" else res.total_ops, "nodes_total": res.total_ops,
            "partitions": res.partitions if accelerator == "gpu" else 1, "latency_ms": None, "runs": runs,
            "warmup_runs": warmup, "runtime": "litert", "runtime_version": run.runtime or installed_version(),
-           "runner": "python", "status": "measured", "date": f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d}",
+           "runner": runner, "program_cache": run.cache, "status": "measured",
+           "date": f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d}",
            "signature": key, "software_gpu": run.gpu.is_software if accelerator == "gpu" else None}
     times = run.times.get(key) or []
     if not run.ok or not times:
@@ -96,7 +113,9 @@ def _line(row: dict) -> str:
     return (f"{row['file']}: {row['accelerator']} {row['nodes_delegated']}/{row['nodes_total']} nodes, "
             f"{row['partitions']} partition(s); init {lat['init']} ms, first {lat['first_inference']} ms, "
             f"median {lat['median']} ms (p5 {lat['p5']}, p95 {lat['p95']}, n={row['runs']}); "
-            f"{row['device']}, ai-edge-litert {row['runtime_version']}")
+            f"{row['device']}, ai-edge-litert {row['runtime_version']}, {row['runner']} runner" +
+            (f"; program cache {'read' if row['program_cache']['read'] else 'written'}" if row.get("program_cache")
+             else ""))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -104,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     from ..core.arguments import refuse_output_path
     from ..core.inputs import InputError
     from ..core.model_info import InvalidModelError
+    from ..phone.native import NativeRunnerError
     from ..runtime.versions import RuntimeVersionError, prepare
 
     if args.runs < 1 or args.warmup < 0 or args.rounds < 1:
@@ -120,13 +140,24 @@ def run(args: argparse.Namespace) -> int:
     except RuntimeVersionError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.runner == "native" and runtime is not None:
+        print("error: --runner native runs the installed runtime (its libLiteRt.so); leave out --runtime",
+              file=sys.stderr)
+        return 2
+    if args.cache is not None:
+        if args.runner != "native" or args.accelerator != "gpu":
+            print("error: --cache needs --runner native and the GPU (the Python API has no program-cache option)",
+                  file=sys.stderr)
+            return 2
+        args.cache.mkdir(parents=True, exist_ok=True)
     failed = False
     for round_ in range(1, args.rounds + 1):
         for model in args.models:
             try:
                 row = benchmark_file(Path(model), runs=args.runs, warmup=args.warmup, accelerator=args.accelerator,
-                                     fp32=args.fp32, inputs=args.inputs, runtime=runtime, timeout=args.timeout)
-            except (InvalidModelError, InputError) as exc:
+                                     fp32=args.fp32, inputs=args.inputs, runtime=runtime, timeout=args.timeout,
+                                     runner=args.runner, cache=args.cache)
+            except (InvalidModelError, InputError, NativeRunnerError) as exc:
                 print(f"error: {model}: {exc}", file=sys.stderr)
                 return 2
             row["round"] = round_

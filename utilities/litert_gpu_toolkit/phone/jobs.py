@@ -16,6 +16,8 @@ from ..runtime.compiled import (OUTSIDE_SIGNALS, STATUS_COMPILE_ERROR, STATUS_CR
                                 STATUS_OK, STATUS_OPS_REJECTED, STATUS_RUN_ERROR, RunResult, parse_gpu_log)
 from .protocol import ProtocolError, read_outputs
 
+CACHE_READ_LINE = "Initialized InferenceContext from serialized data"
+
 
 def entries_of(inputs: dict) -> tuple[list[tuple[str, dict[str, np.ndarray]]], set[str]]:
     """(entries in order, the signatures given as a list of samples)."""
@@ -88,6 +90,9 @@ def fill_result(result: RunResult, out_dir: Path, returncode: int | None, log: s
     result.stage = payload.get("stage")
     result.compile_s = payload["compile_ms"] / 1e3 if payload.get("compile_ms") is not None else None
     result.fully_accelerated = payload.get("fully_accelerated")
+    if isinstance(payload.get("cache"), dict):
+        # the accelerator logs this line only when it built the model from the cached programs
+        result.cache = {**payload["cache"], "read": CACHE_READ_LINE in log}
     result.status = classify(payload["status"], log, result.accelerator)
     if payload["status"] != "ok":
         prefix = "the runner refused the job: " if payload["status"] == "bad_request" else ""
@@ -102,6 +107,7 @@ def fill_result(result: RunResult, out_dir: Path, returncode: int | None, log: s
         for name, arr in arrays.items():
             rows.setdefault(key, {}).setdefault(name, []).append(arr)
         times.setdefault(key, []).append(float(np.median(record["run_ms"] or [0.0])) / 1e3)
+        result.times.setdefault(key, []).extend(t / 1e3 for t in record["run_ms"])
     result.outputs = {key: {name: (np.stack(v) if key in sampled else v[-1]) for name, v in named.items()}
                       for key, named in rows.items()}
     result.run_s = {key: float(np.median(t)) for key, t in times.items()}

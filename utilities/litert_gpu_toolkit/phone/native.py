@@ -135,8 +135,9 @@ class LocalTransport:
     """The phone's job trip on this machine: "push" copies the job into a device folder, the runner runs there,
     "pull" copies its out/ folder back."""
 
-    def __init__(self, runner: Path):
+    def __init__(self, runner: Path, cache_dir: Path | None = None):
         self.runner = Path(runner)
+        self.cache_dir = Path(cache_dir).resolve() if cache_dir is not None else None
 
     def run(self, job: Path, out_local: Path, timeout: float) -> tuple[int | None, str, bool]:
         device = job.parent / "device"
@@ -144,8 +145,9 @@ class LocalTransport:
         shutil.copytree(job, remote)                       # push
         log_path = device / "runner.log"
         with open(log_path, "wb") as log:
+            cache = ["--cache-dir", str(self.cache_dir)] if self.cache_dir is not None else []
             proc = subprocess.Popen([str(self.runner), "--manifest", str(remote / "manifest.json"),
-                                     "--out", str(remote / "out")], stdout=log, stderr=log,
+                                     "--out", str(remote / "out"), *cache], stdout=log, stderr=log,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
             try:
                 returncode, timed_out = proc.wait(timeout=timeout), False
@@ -162,14 +164,18 @@ class LocalTransport:
 
 
 def run_native(model_path, inputs: dict, *, accelerator: str = "gpu", enforce_f32: bool = False, repeats: int = 1,
-               timeout: float = 1800.0, runner: Path | None = None) -> RunResult:
+               timeout: float = 1800.0, runner: Path | None = None, cache_dir: Path | None = None) -> RunResult:
     """Run `inputs` ({signature: {name: array} or a list of samples}) through the native runner on this machine:
-    strict GPU-only compile (accelerator "gpu") or LiteRT's CPU path ("cpu"), one compile for everything."""
+    strict GPU-only compile (accelerator "gpu") or LiteRT's CPU path ("cpu"), one compile for everything.
+    `cache_dir` (an existing folder) turns on the GPU program cache there: the first compile writes the model's
+    compiled programs, later ones read them (`RunResult.cache` says which; docs/performance.md)."""
     from . import run_job
 
+    if cache_dir is not None and not Path(cache_dir).is_dir():
+        raise NativeRunnerError(f"the GPU program cache folder {cache_dir} does not exist")
     runner = Path(runner) if runner else build_host_runner()
-    return run_job(LocalTransport(runner), model_path, inputs, accelerator=accelerator, enforce_f32=enforce_f32,
-                   repeats=repeats, timeout=timeout)
+    return run_job(LocalTransport(runner, cache_dir), model_path, inputs, accelerator=accelerator,
+                   enforce_f32=enforce_f32, repeats=repeats, timeout=timeout)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,9 +17,13 @@ runs every entry `repeats` times, and writes
                            "run_failed", "error": str | null, "stage": str, "accelerator": ..., "enforce_f32": ...,
                            "compile_ms": float | null, "fully_accelerated": bool | null,
                            "gpu_fully_accelerated": bool | null,
+                           "cache": {"key": str, "files_before": int, "files_after": int}   (only with --cache-dir)
                            "entries": [{"signature": KEY, "run_ms": [...],
                                         "outputs": [{"name": NAME, "dtype": DTYPE, "shape": [...]}, ...]}, ...]}
     job/out/out_<e>_<o>.raw
+
+`--cache-dir DIR` (a runner argument the host chooses, never a manifest field) turns on the GPU program cache in
+DIR, keyed by a hash of model.tflite's bytes and the precision (docs/performance.md).
 
 Why it is built this way (the hardening): names -- input, output and signature names -- are JSON strings, so a
 name with a space, a quote, a newline or `../` is just a string; they are matched byte for byte against the

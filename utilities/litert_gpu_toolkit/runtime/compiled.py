@@ -138,6 +138,7 @@ class RunResult:
     stage: str | None = None           # last stage the child reached: "compile", "run:<signature>", "done"
     runtime: str | None = None         # the ai-edge-litert version of a side environment (None: the installed one)
     times: dict[str, list[float]] = field(default_factory=dict)   # signature -> seconds of every run, first first
+    cache: dict | None = None          # the native runner's GPU program cache: {"key", "files_before", "files_after"}
 
     @property
     def ok(self) -> bool:

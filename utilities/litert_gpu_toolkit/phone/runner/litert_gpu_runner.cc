@@ -1,7 +1,10 @@
 // litert_gpu_runner: the native half of litert_gpu_toolkit's runner protocol (see ../protocol.py and
 // ../README.md). One source for this machine (`--device host-native`) and for an Android phone.
 //
-//   litert_gpu_runner --manifest JOB/manifest.json --out JOB/out
+//   litert_gpu_runner --manifest JOB/manifest.json --out JOB/out [--cache-dir DIR]
+//
+// --cache-dir turns on the GPU program cache in DIR (an existing folder): the first compile of a model writes
+// its compiled programs there, later compiles read them. The key is a hash of the model's bytes and the precision.
 //
 // It compiles JOB/model.tflite once -- GPU only with no CPU fallback (or the CPU on request) --
 // records the runtime's own residency facts, runs every entry of the manifest (a signature and
@@ -19,6 +22,7 @@
 //
 // Exit status: 0 ok; 1 the model failed to compile or run (see result.json and stderr);
 // 2 bad request (usage, manifest, inputs); 3 the result could not be written.
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -619,6 +623,9 @@ struct Result {
   double compile_ms = -1;
   int fully_accelerated = -1;  // -1 unknown, else 0/1
   int gpu_fully_accelerated = -1;
+  std::string cache_key;       // set when the GPU program cache was used
+  int cache_files_before = -1;  // files of that key in the cache folder before / after the compile
+  int cache_files_after = -1;
   std::vector<EntryRecord> entries;
 };
 
@@ -631,6 +638,9 @@ std::string ResultJson(const Result& r) {
   auto tri = [](int v) { return v < 0 ? std::string("null") : v ? std::string("true") : std::string("false"); };
   s += ", \"fully_accelerated\": " + tri(r.fully_accelerated);
   s += ", \"gpu_fully_accelerated\": " + tri(r.gpu_fully_accelerated);
+  if (!r.cache_key.empty())
+    s += ", \"cache\": {\"key\": " + Quoted(r.cache_key) + ", \"files_before\": " +
+         std::to_string(r.cache_files_before) + ", \"files_after\": " + std::to_string(r.cache_files_after) + "}";
   s += ", \"entries\": [";
   for (size_t e = 0; e < r.entries.size(); ++e) {
     const EntryRecord& er = r.entries[e];
@@ -754,8 +764,38 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+// The GPU program cache's key: FNV-1a 64 over the model's bytes, plus the precision. The accelerator names its
+// cache files by this key, so a changed model (or the other precision) can never read another model's programs.
+bool ModelCacheKey(const std::string& model_path, bool enforce_f32, std::string* key, std::string* error) {
+  int fd = open(model_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) { *error = "cannot read " + model_path + " for its cache key"; return false; }
+  uint64_t h = 1469598103934665603ULL;
+  char buf[1 << 16];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0)
+    for (ssize_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(buf[i])) * 1099511628211ULL;
+  close(fd);
+  if (n < 0) { *error = "error reading " + model_path + " for its cache key"; return false; }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  *key = std::string("m") + hex + (enforce_f32 ? "_f32" : "_f16");
+  return true;
+}
+
+// How many entries of `dir` start with `prefix` (the cache files written for one key).
+int CountFilesWithPrefix(const std::string& dir, const std::string& prefix) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return 0;
+  int count = 0;
+  while (dirent* e = readdir(d))
+    if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) ++count;
+  closedir(d);
+  return count;
+}
+
 struct Args {
   std::string manifest, out;
+  std::string cache_dir;  // --cache-dir: the GPU program cache folder (a host-chosen path, never the manifest's)
 };
 
 bool ParseArgs(int argc, char** argv, Args* args) {
@@ -764,6 +804,7 @@ bool ParseArgs(int argc, char** argv, Args* args) {
     if (i + 1 >= argc) return false;
     if (flag == "--manifest") args->manifest = argv[++i];
     else if (flag == "--out") args->out = argv[++i];
+    else if (flag == "--cache-dir") args->cache_dir = argv[++i];
     else return false;
   }
   return !args->manifest.empty() && !args->out.empty();
@@ -1010,15 +1051,34 @@ int Run(const Args& args) {
   }
   st = LiteRtCreateOptions(&rt.options);
   if (st == kRunnerLiteRtOk) st = LiteRtSetOptionsHardwareAccelerators(rt.options, req.gpu ? kRunnerHwGpu : kRunnerHwCpu);
-  if (st == kRunnerLiteRtOk && req.gpu && req.enforce_f32) {
-    // GPU options travel as an opaque TOML payload that the GPU accelerator parses; precision 2 is fp32.
-    const char toml[] = "precision = 2\n";
-    char* payload = static_cast<char*>(std::malloc(sizeof toml));
+  // GPU options travel as an opaque TOML payload that the GPU accelerator parses: precision 2 is fp32; the
+  // serialization folder and key turn on the program cache (compiled GPU programs written on the first compile,
+  // read on the next).
+  std::string toml;
+  if (req.gpu && req.enforce_f32) toml += "precision = 2\n";
+  if (req.gpu && !args.cache_dir.empty()) {
+    struct stat cache_st;
+    if (stat(args.cache_dir.c_str(), &cache_st) != 0 || !S_ISDIR(cache_st.st_mode) ||
+        args.cache_dir.find_first_of("\"\\\n\r") != std::string::npos) {
+      result.error = "--cache-dir " + Shown(args.cache_dir) + " is not an existing folder with a plain name";
+      return Finish(args.out, result, kExitBadRequest);
+    }
+    if (!ModelCacheKey(model_path, req.enforce_f32, &result.cache_key, &error)) {
+      result.error = error;
+      return Finish(args.out, result, kExitBadRequest);
+    }
+    result.cache_files_before = CountFilesWithPrefix(args.cache_dir, result.cache_key);
+    toml += "serialization_dir = \"" + args.cache_dir + "\"\n";
+    toml += "model_cache_key = \"" + result.cache_key + "\"\n";
+    toml += "serialize_program_cache = true\n";
+  }
+  if (st == kRunnerLiteRtOk && !toml.empty()) {
+    char* payload = static_cast<char*>(std::malloc(toml.size() + 1));
     LiteRtOpaqueOptions opaque = nullptr;
     if (!payload) {
       st = -1;
     } else {
-      std::memcpy(payload, toml, sizeof toml);
+      std::memcpy(payload, toml.c_str(), toml.size() + 1);
       st = LiteRtCreateOpaqueOptions("gpu_options", payload, FreePayload, &opaque);
       if (st != kRunnerLiteRtOk) std::free(payload);
     }
@@ -1036,6 +1096,7 @@ int Run(const Args& args) {
   auto t0 = std::chrono::steady_clock::now();
   st = LiteRtCreateCompiledModel(rt.env, rt.model, rt.options, &rt.compiled);
   result.compile_ms = MsSince(t0);
+  if (!result.cache_key.empty()) result.cache_files_after = CountFilesWithPrefix(args.cache_dir, result.cache_key);
   if (st != kRunnerLiteRtOk) {
     result.status = "compile_failed";
     result.error = StatusText(req.gpu ? "a strict GPU-only compile" : "a CPU compile", st) +
@@ -1076,7 +1137,7 @@ int Run(const Args& args) {
 int main(int argc, char** argv) {
   Args args;
   if (!ParseArgs(argc, argv, &args)) {
-    std::fprintf(stderr, "usage: litert_gpu_runner --manifest JOB/manifest.json --out JOB/out\n");
+    std::fprintf(stderr, "usage: litert_gpu_runner --manifest JOB/manifest.json --out JOB/out [--cache-dir DIR]\n");
     return kExitBadRequest;
   }
   // Out of memory or any other C++ exception ends as a clean internal error, never an abort.
