@@ -344,3 +344,56 @@ def test_tasks_wrap_saved_models_at_the_flags_shapes(tmp_path, task, cls, config
     assert set(got) == outputs
     for name in outputs:
         torch.testing.assert_close(got[name], own[name])
+
+
+def test_bucket_helpers_pick_the_shortest_that_fits_and_pad_masked():
+    from litert_gpu_toolkit.core.arguments import positive_ints
+    from litert_gpu_toolkit.export.buckets import NoBucketFits, buckets_of, pad_to_bucket, pick_bucket
+
+    assert positive_ints("64,32, 64,128") == (32, 64, 128)
+    sizes = buckets_of(["seq_64", "serving_default", "seq_32", "seq_128"])
+    assert sizes == {"seq_32": 32, "seq_64": 64, "seq_128": 128}
+    assert [pick_bucket(sizes, n) for n in (1, 32, 33, 128)] == ["seq_32", "seq_32", "seq_64", "seq_128"]
+    with pytest.raises(NoBucketFits, match="do not fit the largest bucket"):
+        pick_bucket(sizes, 129)
+    padded = pad_to_bucket({"input_ids": np.array([[5, 6, 7]]), "attention_mask": np.ones((1, 3), np.int32)}, 8,
+                           pad_id=1)
+    assert padded["input_ids"].tolist() == [[5, 6, 7, 1, 1, 1, 1, 1]]
+    assert padded["attention_mask"].tolist() == [[1, 1, 1, 0, 0, 0, 0, 0]]
+
+
+def test_buckets_are_for_text_tasks(tmp_path, capsys):
+    err = _in_process(capsys, "--model", _tiny_bert(tmp_path / "bert"), "--task", "text-generation", "--seq-len",
+                      "8,16", "-o", tmp_path / "out")
+    assert "shape buckets" in err and "one prefill length" in err
+
+
+@pytest.mark.slow
+def test_bucketed_export_checks_every_bucket_and_padding_is_masked(tmp_path, gpu):
+    """--seq-len 8,16,32: one file, a signature per length, every bucket checked against torch; one sentence padded
+    into two buckets gives the same logits on the GPU; the file is smaller than three separate ones."""
+    from litert_gpu_toolkit.core.model_info import read_model_info
+    from litert_gpu_toolkit.export.buckets import buckets_of, pad_to_bucket
+    from litert_gpu_toolkit.runtime.compiled import compile_and_run
+
+    bert, out, one = _tiny_bert(tmp_path / "bert"), tmp_path / "out", tmp_path / "one"
+    proc = _export("--model", bert, "--task", "text-classification", "--seq-len", "16,8,32", "-o", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    record = _check_outputs(out, ["model"])
+    assert record["shapes"]["buckets"] == [8, 16, 32]
+    check = json.loads((out / "model.check.json").read_text())
+    assert sorted(check["signatures"]) == ["seq_16", "seq_32", "seq_8"]       # every bucket vs torch
+    sizes = buckets_of(s.key for s in read_model_info(out / "model.tflite").signatures)
+    assert list(sizes) == ["seq_8", "seq_16", "seq_32"]
+    sentence = {"input_ids": np.array([[3, 14, 15, 92, 65]], np.int32), "attention_mask": np.ones((1, 5), np.int32)}
+    run = compile_and_run(out / "model.tflite", {k: pad_to_bucket(sentence, n) for k, n in sizes.items()})
+    assert run.ok, run.error
+    logits = [run.outputs[k]["logits"] for k in sizes]
+    for other in logits[1:]:
+        np.testing.assert_allclose(other, logits[0], rtol=1e-2, atol=1e-3)
+    for n in (8, 16, 32):
+        proc = _export("--model", bert, "--task", "text-classification", "--seq-len", str(n), "-o", one / str(n),
+                       "--no-check")
+        assert proc.returncode == 0, proc.stderr
+    separate = sum((one / str(n) / "model.tflite").stat().st_size for n in (8, 16, 32))
+    assert (out / "model.tflite").stat().st_size < separate

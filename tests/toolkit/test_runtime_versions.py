@@ -1,8 +1,9 @@
 """Other ai-edge-litert versions: side environments, the worker on an older Python API, `check --runtime`.
 
-The older version used is 2.1.3: the last one the spec records as accepting RELU_0_TO_1 on the GPU (rejected from
-2.1.5 on), and one whose Python API predates `GpuOptions` and `get_output_tensor_details`. Its side environment is
-made once per machine (~60 MB from the package index) and kept in the runtimes folder.
+The older version used is 2.1.2, the oldest wheel with a GPU accelerator (the zoo's CI subset runs under it too):
+it accepts RELU_0_TO_1 on the GPU (rejected from 2.1.5 on), and its Python API predates `GpuOptions` and
+`get_output_tensor_details`. Its side environment is made once per machine (~60 MB from the package index) and
+kept in the runtimes folder.
 """
 from __future__ import annotations
 
@@ -17,10 +18,11 @@ from litert_gpu_toolkit.check.runtimes import RuntimeMatrix, RuntimeRow
 from litert_gpu_toolkit.check.verdicts import Report
 from litert_gpu_toolkit.runtime.compiled import compile_and_run
 from litert_gpu_toolkit.runtime.tiny_models import PROBE_SHAPE, add_model_bytes, single_op_model_bytes
-from litert_gpu_toolkit.runtime.versions import (NIGHTLY, PACKAGE, RuntimeVersionError, _order, installed_version,
-                                                 package_of, resolve, side_runtime, validate_version)
+from litert_gpu_toolkit.runtime.versions import (NIGHTLY, OLDEST_WITH_GPU, PACKAGE, RuntimeVersionError, _order,
+                                                 installed_version, package_of, resolve, side_runtime,
+                                                 validate_version)
 
-OLD = "2.1.3"
+OLD = OLDEST_WITH_GPU
 
 
 @pytest.mark.parametrize("bad, why", [("latest", "not a version number"), ("1.4.0", "predates the CompiledModel"),
@@ -49,7 +51,7 @@ def test_a_version_pip_cannot_install_says_so(tmp_path, monkeypatch):
 
 
 def test_the_worker_runs_on_an_older_runtime_api():
-    """2.1.3's CompiledModel takes `hardware_accel` and has no output-details call: the worker's compatibility path
+    """The older CompiledModel takes `hardware_accel` and has no output-details call: the worker's compatibility path
     (fast lane: the CPU accelerator, no GPU needed)."""
     assert side_runtime(OLD).python.exists()
     x = np.arange(np.prod(PROBE_SHAPE), dtype=np.float32).reshape(PROBE_SHAPE)
@@ -79,7 +81,8 @@ def test_transitions_name_where_an_ops_acceptance_changes():
 
 @pytest.mark.gpu
 def test_check_runtime_shows_relu_0_to_1_accepted_by_the_older_runtime_only(gpu, tmp_path):
-    """The spec's runtime wall: the same one-op file is GPU-only under 2.1.3 and rejected under 2.3.0."""
+    """The spec's runtime wall: the same one-op file is GPU-only under the oldest GPU runtime and rejected under
+    2.3.0."""
     model = tmp_path / "relu01.tflite"
     model.write_bytes(single_op_model_bytes("RELU_0_TO_1", [("x", (1, 8, 8, 4), None)], [("y", (1, 8, 8, 4))]))
     out = tmp_path / "matrix.json"

@@ -187,9 +187,12 @@ def test_every_row_builds_with_finite_outputs():
 @pytest.mark.gpu
 def test_fast_subset_passes_and_nothing_regressed(gpu, tmp_path):
     """The CI subset (one row or more of every library) end to end, guarded by the committed results: a row that
-    passed there and fails here exits 3."""
-    out = _zoo("--fast", "--out", str(tmp_path), "--baseline", str(ROOT / "zoo" / "results.json"), timeout=1800,
-               python=zoo_python())
+    passed there and fails here exits 3. Each file is checked under the installed runtime (the newest release) and
+    again under the oldest one with a GPU accelerator (`--also-runtime`), against the same torch outputs."""
+    from litert_gpu_toolkit.runtime.versions import OLDEST_WITH_GPU
+
+    out = _zoo("--fast", "--out", str(tmp_path), "--baseline", str(ROOT / "zoo" / "results.json"),
+               "--also-runtime", OLDEST_WITH_GPU, timeout=2400, python=zoo_python())
     rows = load_results(tmp_path / "results.json")
     fast = [m.name for m in ROWS if m.fast]
     assert set(rows) == set(fast), out.stdout[-2000:] + out.stderr[-2000:]
@@ -197,6 +200,8 @@ def test_fast_subset_passes_and_nothing_regressed(gpu, tmp_path):
         row = rows[name]
         assert row.passed, (name, row)
         assert row.gpu.corr_fp16 >= 0.999 and "strict GPU" in row.gpu.residency
+        old = row.runtimes[OLDEST_WITH_GPU]
+        assert old["verdict"] == "PASS" and "strict GPU" in old["residency"] and old["corr_fp16"] >= 0.999, old
     assert out.returncode == 0, out.stderr[-2000:]
 
 

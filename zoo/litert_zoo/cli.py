@@ -10,6 +10,7 @@
     .venv-zoo/bin/python zoo/run.py --activations trained --fast   # trained ranges planted (zoo/trained/)
     .venv-zoo/bin/python zoo/run.py --weights int8 --fast          # int8 weights (zoo/weights_int8/)
     .venv-zoo/bin/python zoo/run.py --runtime 2.1.2 --fast --out DIR  # checked under another ai-edge-litert
+    .venv-zoo/bin/python zoo/run.py --fast --also-runtime 2.1.2       # the same files checked under 2.1.2 too
 
 Every model is built from a config with random weights redrawn by the rule in `litert_zoo/weights.py`; nothing
 is downloaded (HF_HUB_OFFLINE=1). Each row runs in its own child process (a crash or a hang is that row's result,
@@ -42,7 +43,7 @@ from litert_gpu_toolkit.core.arguments import seconds  # the toolkit's timeout t
 from .guard import describe, regressions
 from .models import CALL_ROWS, HELD_OUT, LIBRARIES, ROWS, ZOO
 from .rows import load_results, save_results
-from .runner import TIMEOUT_S, environment, run_isolated
+from .runner import ALSO_RUNTIMES_ENV, TIMEOUT_S, environment, run_isolated
 from .weights import ACTIVATIONS, ACTIVATIONS_ENV, WEIGHTS_ENV, WEIGHTS_MODES
 from .table import _fmt_corr, _why, write_readme
 
@@ -84,6 +85,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="check every conversion under this ai-edge-litert version (a side environment the toolkit "
                         "makes once; 'nightly' = the newest development build) instead of the installed one; "
                         "results.json names it")
+    p.add_argument("--also-runtime", action="append", default=[], metavar="VERSION",
+                   help="check each row's convert_for_gpu file under this ai-edge-litert version too (repeatable; "
+                        "'nightly'), against the same torch outputs; a row PASSes only when every version does")
     p.add_argument("--rerun", action="store_true", help="redo rows already in results.json (default: resume)")
     p.add_argument("--jobs", type=int, default=1, help="rows converted at once (default %(default)s)")
     p.add_argument("--baseline", type=Path, help="results.json the guard compares with "
@@ -172,6 +176,28 @@ def _write_table(args, rows, env) -> None:
         write_readme(args.out, rows, env, args.held_out)
 
 
+def _runtimes(args) -> str | None:
+    """--runtime and --also-runtime: each version's side environment made here, once (not by every row's child at
+    once), and passed to the children through the environment; the reason when one cannot be used."""
+    import os
+
+    from litert_gpu_toolkit.runtime.versions import RuntimeVersionError, prepare, resolve
+
+    try:
+        if args.runtime:
+            version = resolve([args.runtime])[0]
+            prepare(version, print)
+            os.environ["LITERT_GPU_RUNTIME"] = version          # every check of every row runs under it
+        if args.also_runtime:
+            also = resolve(args.also_runtime)
+            for version in also:
+                prepare(version, print)
+            os.environ[ALSO_RUNTIMES_ENV] = ",".join(also)
+    except RuntimeVersionError as e:
+        return str(e)
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     if args.out == DEFAULT_OUT:
         args.out = DEFAULT_OUT / ("held_out" if args.held_out else "calls" if args.calls else "")
@@ -181,15 +207,9 @@ def run(args: argparse.Namespace) -> int:
 
     os.environ[ACTIVATIONS_ENV] = args.activations     # the rows' child processes build in this mode
     os.environ[WEIGHTS_ENV] = args.weights             # ... and convert with these weights
-    if args.runtime:
-        from litert_gpu_toolkit.runtime.versions import RuntimeVersionError, prepare, resolve
-
-        try:
-            version = resolve([args.runtime])[0]
-            prepare(version, print)                     # made here, once, not by each row's child at once
-        except RuntimeVersionError as e:
-            return _usage(str(e))
-        os.environ["LITERT_GPU_RUNTIME"] = version     # every check of every row runs under it
+    problem = _runtimes(args)
+    if problem:
+        return _usage(problem)
     if args.list:
         for m in (HELD_OUT.values() if args.held_out else CALL_ROWS.values() if args.calls else ROWS):
             print(f"{m.name:32s} {m.library:12s} {m.domain:12s}{' (fast)' if m.fast else ''}")

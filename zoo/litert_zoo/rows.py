@@ -36,10 +36,12 @@ class ZooRow:
     library: str = ""                     # transformers / timm / torchvision / diffusers / ultralytics
     toolkit_commit: str = ""              # the toolkit's commit this row ran on ("" = the run's, in environment)
     input_share: float | None = None      # how much of the output the input drives (convert.sensitivity)
+    runtimes: dict = field(default_factory=dict)   # --also-runtime: version -> the same file checked under it
 
     @property
     def passed(self) -> bool:
-        return self.gpu is not None and self.gpu.verdict == "PASS"
+        return (self.gpu is not None and self.gpu.verdict == "PASS"
+                and all(r.get("verdict") == "PASS" for r in self.runtimes.values()))
 
 
 def _known(cls, d: dict) -> dict:

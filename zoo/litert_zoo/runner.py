@@ -19,6 +19,25 @@ from .rows import RunSummary, ZooRow, row_from_dict
 TIMEOUT_S = 1500.0
 NOT_RUN = "NOT_RUN"
 ALWAYS_PLAIN = os.environ.get("LITERT_ZOO_ALWAYS_PLAIN") == "1"     # plain for every row (twice the time)
+ALSO_RUNTIMES_ENV = "LITERT_ZOO_ALSO_RUNTIMES"    # zoo/run.py --also-runtime: comma-separated versions
+
+
+def _also_runtimes(result) -> dict:
+    """The file convert_for_gpu kept, checked again under each --also-runtime version with the same inputs and
+    torch's outputs as the reference: what an app pinning that version gets from the same file."""
+    from litert_gpu_toolkit.check.checker import check_under_runtime
+
+    out = {}
+    for version in filter(None, os.environ.get(ALSO_RUNTIMES_ENV, "").split(",")):
+        if result.path is None or not Path(result.path).exists():
+            out[version] = {"verdict": "NOT_RUN", "note": "no file to check"}
+            continue
+        rep = check_under_runtime(version, result.path, inputs=result.inputs, reference=result.reference)
+        corrs = [c.get("corr") for outs in (rep.signatures or {}).values() for e in outs.values()
+                 for lbl, c in e.get("vs_reference", {}).items() if lbl == "gpu_fp16" and c.get("corr") is not None]
+        out[version] = {"verdict": rep.verdict, "residency": (rep.residency or {}).get("line", ""),
+                        "corr_fp16": min(corrs) if corrs else None, "note": "" if rep.ok else rep.summary[:300]}
+    return out
 
 
 def _summarise(result, seconds: float) -> RunSummary:
@@ -111,6 +130,7 @@ def run_one(name: str, workdir: Path) -> ZooRow:
                 _weights(summary, result)
             if label == "gpu":                                # measured once, by convert_for_gpu
                 row.input_share = result.input_share
+                row.runtimes = _also_runtimes(result)
         except Exception as e:                                # noqa: BLE001 - convert_for_gpu should not raise
             summary = RunSummary("RAISED", note=f"{type(e).__name__}: {e}"[:300],
                                  seconds=round(time.perf_counter() - t, 1))

@@ -50,6 +50,8 @@ def _why(row: ZooRow) -> str:
         parts.append(f"bisect: {found.replace(': see the precision plan in the diagnosis', '')}")
     if g.dropped:
         parts.append(f"dropped (worse than without): {', '.join(g.dropped)}")
+    parts += [f"under ai-edge-litert {v}: {r.get('verdict')} {r.get('note', '')}".rstrip()
+              for v, r in row.runtimes.items() if r.get("verdict") != "PASS"]
     return "; ".join(parts)
 
 

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..core.arguments import add_verbose_argument, positive_float, positive_int, seed
+from ..core.arguments import add_verbose_argument, positive_float, positive_int, positive_ints, seed
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,8 +33,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="what the graph computes (listed above)")
     p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT",
                    help="the folder that receives the files (made if missing)")
-    p.add_argument("--seq-len", type=positive_int, default=128,
-                   help="text: the fixed sequence length (default: 128); text-generation: the prefill length")
+    p.add_argument("--seq-len", type=positive_ints, default=(128,), metavar="N[,N...]",
+                   help="text: the fixed sequence length (default: 128), or shape buckets '32,64,128': one file "
+                        "with a signature seq_N per length, weights shared, each checked (pick a bucket at run "
+                        "time with litert_gpu_toolkit.export.buckets); text-generation: the prefill length")
     p.add_argument("--image-size", type=positive_int, default=None,
                    help="image tasks: the square input's side (default: the config's image_size, else 224)")
     p.add_argument("--audio-seconds", type=positive_float, default=1.0,
@@ -147,8 +149,9 @@ def run(args: argparse.Namespace) -> int:
     progress.step(f"loading {model_dir.name} for {args.task}")
     from ..export.tasks import ExportError, Shapes, build_graphs
 
-    shapes = Shapes(seq_len=args.seq_len, image_size=args.image_size, audio_seconds=args.audio_seconds,
-                    cache_len=args.cache_len, seed=args.seed)
+    shapes = Shapes(seq_len=max(args.seq_len), image_size=args.image_size, audio_seconds=args.audio_seconds,
+                    cache_len=args.cache_len, seed=args.seed,
+                    buckets=args.seq_len if len(args.seq_len) > 1 else ())
     try:
         graphs = build_graphs(args.task, model_dir, shapes)
     except ExportError as exc:
@@ -175,7 +178,8 @@ def run(args: argparse.Namespace) -> int:
         progress.step(f"converting + checking {graph.name}" if not args.no_check else f"converting {graph.name}")
         try:
             result = convert_for_gpu(graph.module, graph.inputs, out / f"{graph.name}.tflite",
-                                     check=not args.no_check, weights="fp32" if args.no_check else args.weights)
+                                     check=not args.no_check, weights="fp32" if args.no_check else args.weights,
+                                     signatures=graph.signatures)
         except Exception as exc:                # noqa: BLE001 - never a traceback: the reason and exit 2
             print(f"error: converting {graph.name} failed unexpectedly: {_where(exc)}", file=sys.stderr)
             return 2

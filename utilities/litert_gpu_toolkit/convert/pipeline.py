@@ -179,6 +179,8 @@ def _convert(model, example_inputs, path: Path, opts: ConvertOptions, kwargs, si
     try:
         tries = [work / f"try{i}{path.suffix}" for i in range(opts.max_tries + 3)]   # the last: a repair's
         result = _attempts(job, path, tries)
+        # what the file was checked with: the inputs as the file declares them, and torch's outputs
+        result.inputs, result.reference = as_declared(path, inputs) if path.exists() else inputs, reference
         if opts.weights != "fp32":
             _quantize(job, result, path, work / f"float{path.suffix}")
         return result

@@ -46,6 +46,8 @@ class ConvertResult:
     diagnosis_of: str = ""              # set when `diagnosis` bisected another file than this one (which one)
     input_share: float | None = None    # how much of the output the input drives (`sensitivity`); None: unmeasured
     quantized: Any = None               # quantize.QuantizeResult when ConvertOptions.weights is not fp32
+    inputs: dict = field(default_factory=dict)     # signature -> {input name: array}: what the file was checked with
+    reference: dict = field(default_factory=dict)  # signature -> {output name: array}: torch's outputs for them
 
     def unresolved(self) -> str:
         """One line for a diagnosis that found no fix: what it concluded and everything it tried; "" when there

@@ -54,6 +54,14 @@ def seconds(text: str) -> float:
     return value
 
 
+def positive_ints(text: str) -> tuple[int, ...]:
+    """argparse type: one whole number >= 1, or several separated by commas ("32,64,128"): sorted, each once."""
+    parts = [part.strip() for part in str(text).split(",")]
+    if not all(parts):
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of whole numbers: {text!r}")
+    return tuple(sorted({positive_int(part) for part in parts}))
+
+
 def positive_int(text: str) -> int:
     """argparse type: a whole number >= 1 (a length, a count)."""
     try:

@@ -58,6 +58,7 @@ class Graph:
     module: Any
     inputs: dict
     notes: list
+    signatures: dict | None = None    # shape buckets: signature name -> inputs (one file, weights shared)
 
 
 @dataclass
@@ -67,6 +68,7 @@ class Shapes:
     audio_seconds: float = 1.0
     cache_len: int = 256
     seed: int = 0
+    buckets: tuple = ()               # text: several sequence lengths, one signature each (`buckets.py`)
 
 
 def task_table() -> str:
@@ -283,11 +285,18 @@ def sentence_embedding(model, mode: str, normalise: bool, ready_mask: bool):
     return SentenceEmbedding().eval()
 
 
+def bucket_name(length: int) -> str:
+    return f"seq_{int(length)}"
+
+
 def build_graphs(task_name: str, model_dir: Path, shapes: Shapes) -> list[Graph]:
     """Load the model in `model_dir` for `task_name` and wrap it into the graphs to convert."""
     task = TASKS[task_name]
     config = load_config(model_dir)
     model = load_model(task, model_dir, config)
+    if shapes.buckets and task.inputs != "text":
+        raise ExportError(f"--seq-len with several lengths (shape buckets) is for text tasks; {task_name} takes one"
+                          + (" prefill length" if task.inputs == "tokens" else " input shape"))
     if task.inputs == "tokens":
         from .generation import generation_graphs
 
@@ -299,12 +308,18 @@ def build_graphs(task_name: str, model_dir: Path, shapes: Shapes) -> list[Graph]
     if task.inputs == "text":
         inputs, source = text_inputs(model_dir, config, shapes.seq_len, shapes.seed)
         notes.append(f"example text: {source}, padded to {shapes.seq_len}")
+        signatures = None
+        if shapes.buckets:
+            signatures = {bucket_name(n): text_inputs(model_dir, config, n, shapes.seed)[0] for n in shapes.buckets}
+            notes.append(f"shape buckets: {', '.join(signatures)} (one signature per length, weights shared)")
         call = text_call(model, inputs, notes)
         if task.name == "sentence-embedding":
             mode, normalise = _sentence_head(model_dir)
             notes.append(f"pooling: {mode}{', L2-normalised' if normalise else ''}")
-            return [Graph("model", sentence_embedding(model, mode, normalise, call is not None), inputs, notes)]
-        return [Graph("model", named_outputs(model, call), inputs, notes)]
+            module = sentence_embedding(model, mode, normalise, call is not None)
+        else:
+            module = named_outputs(model, call)
+        return [Graph("model", module, inputs, notes, signatures)]
     elif task.inputs == "image":
         inputs = image_inputs(model, config, shapes.image_size, shapes.seed)
     else:

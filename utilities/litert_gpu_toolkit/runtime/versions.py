@@ -31,6 +31,7 @@ MARKER = "runtime.json"
 # declaring it (without it that version does not import at all)
 EXTRAS = ("numpy", "ml_dtypes")
 OLDEST_COMPILED_MODEL = (2, 0, 0)       # the CompiledModel Python API the worker uses ships from 2.0 on
+OLDEST_WITH_GPU = "2.1.2"               # measured: the 2.0.x, 2.1.0 and 2.1.1 wheels carry no GPU accelerator
 _VERSION = re.compile(r"^\d+\.\d+\.\d+([.\w+-]*)$")
 _PROBE = ("import importlib.util as u, json, pathlib, ai_edge_litert, ai_edge_litert.compiled_model; "
           "root = pathlib.Path(ai_edge_litert.__file__).parent; "
