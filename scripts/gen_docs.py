@@ -24,6 +24,7 @@ Blocks (name: source -> where):
             -> docs/runtime-walls.md
   runtime_recipes  docs/data/runtime_recipes.json (python scripts/runtime_matrix.py --record) -> docs/runtime-walls.md
   program_cache  docs/data/program_cache.json (python scripts/measure_program_cache.py --record) -> docs/performance.md
+  buckets   docs/data/buckets.json (python scripts/measure_buckets.py --record) -> docs/performance.md
   leaderboard  docs/data/leaderboard.json (.venv-zoo/bin/python scripts/leaderboard.py --record) beside
             docs/data/leaderboard_published.json -> docs/performance.md
 
@@ -539,6 +540,18 @@ def render_program_cache(data: dict) -> str:
     return "\n".join(lines)
 
 
+def render_buckets(d: dict) -> str:
+    """docs/performance.md: the size of one bucketed file against one bucket and against separate files."""
+    b, alone = d["bucketed"], d["alone_bytes"]
+    longest = alone[str(d["lengths"][-1])]
+    return (f"`{d['command'].strip()}` ({d['date']}): a BERT encoder of {d['layers']} layers x {d['hidden']} "
+            f"({d['params'] / 1e6:.1f} M parameters), buckets {', '.join(map(str, d['lengths']))}. One bucketed file: "
+            f"**{b['bytes'] / 1e6:.2f} MB** ({b['verdict']}, {b['residency']}, min corr vs torch "
+            f"{b['min_corr_vs_torch']:.6f} over every bucket); the longest bucket alone: {longest / 1e6:.2f} MB "
+            f"({b['bytes'] / longest:.2f}x); {len(alone)} separate files: {d['separate_total_bytes'] / 1e6:.2f} MB "
+            f"({b['bytes'] / d['separate_total_bytes']:.2f}x).")
+
+
 def _published(published: dict, file: str, device_id: str) -> dict | None:
     return next((r for r in published["rows"] if r["file"] == file and r["device_id"] == device_id), None)
 
@@ -582,6 +595,24 @@ def render_leaderboard(data: dict, published: dict) -> str:
 
 
 # -------------------------------------------------------------------------------------------- main
+
+def _performance(update) -> None:
+    """docs/performance.md's blocks: the leaderboard, shape buckets, the program cache."""
+    board = ROOT / "docs" / "data" / "leaderboard.json"
+    published = ROOT / "docs" / "data" / "leaderboard_published.json"
+    if board.exists() and published.exists():
+        update(ROOT / "docs" / "performance.md", "leaderboard", "docs/data/leaderboard.json",
+               render_leaderboard(json.loads(board.read_text()), json.loads(published.read_text())),
+               "## The published GPU leaderboard, reproduced")
+    buckets = ROOT / "docs" / "data" / "buckets.json"
+    if buckets.exists():
+        update(ROOT / "docs" / "performance.md", "buckets", "docs/data/buckets.json",
+               render_buckets(json.loads(buckets.read_text())), "## Shape buckets")
+    program_cache = ROOT / "docs" / "data" / "program_cache.json"
+    if program_cache.exists():
+        update(ROOT / "docs" / "performance.md", "program_cache", "docs/data/program_cache.json",
+               render_program_cache(json.loads(program_cache.read_text())), "## The GPU program cache")
+
 
 def targets() -> dict[Path, str]:
     """Every file that holds a generated block -> its text with the blocks up to date."""
@@ -636,16 +667,7 @@ def targets() -> dict[Path, str]:
     if runtime_recipes.exists():
         update(ROOT / "docs" / "runtime-walls.md", "runtime_recipes", "docs/data/runtime_recipes.json",
                render_runtime_recipes(json.loads(runtime_recipes.read_text())), "## Recipe graphs per version")
-    board = ROOT / "docs" / "data" / "leaderboard.json"
-    published = ROOT / "docs" / "data" / "leaderboard_published.json"
-    if board.exists() and published.exists():
-        update(ROOT / "docs" / "performance.md", "leaderboard", "docs/data/leaderboard.json",
-               render_leaderboard(json.loads(board.read_text()), json.loads(published.read_text())),
-               "## The published GPU leaderboard, reproduced")
-    program_cache = ROOT / "docs" / "data" / "program_cache.json"
-    if program_cache.exists():
-        update(ROOT / "docs" / "performance.md", "program_cache", "docs/data/program_cache.json",
-               render_program_cache(json.loads(program_cache.read_text())), "## The GPU program cache")
+    _performance(update)
     page = zoo_page()
     if page is not None:
         update(ZOO / "README.md", "zoo", "zoo/results.json", page, "")

@@ -13,9 +13,9 @@ docs/data/runtime_recipes.json (per graph and version: verdict, residency, lowes
 regenerates the table in docs/runtime-walls.md, whose "minimum runtime" column is the oldest version measured from
 which every later one PASSes.
 
---zoo also runs the zoo's CI subset (`zoo/run.py --fast --runtime VERSION`, in .venv-zoo) under each version: every
-row converted through convert_for_gpu and checked strict GPU-only against torch there; its rows join the record as
-"zoo --fast: NAME".
+--zoo also runs the zoo's CI subset (`zoo/run.py --fast --also-runtime VERSION ...`, in .venv-zoo): every row
+converted once through convert_for_gpu and its file checked strict GPU-only against torch under each version; its
+rows join the record as "zoo --fast: NAME". (To convert under a version too: `zoo/run.py --runtime VERSION`.)
 
 --upgrade OLD NEW is the upgrade check: it measures OLD and NEW on the walls suite, the graphs and the zoo's CI
 subset (unless --no-run, which reads the records only) and prints every wall, graph and verdict that differs
@@ -71,24 +71,32 @@ def measure(graphs: list[Path], versions: list[str], timeout: float) -> dict:
 
 
 def zoo_subset(versions: list[str], timeout: float) -> dict:
-    """The zoo's CI subset under each version: "zoo --fast: NAME" -> version -> the same fields as a graph."""
+    """The zoo's CI subset: each row converted once through convert_for_gpu (installed runtime) and its file
+    checked under every other version against the same torch outputs (`zoo/run.py --fast --also-runtime`):
+    "zoo --fast: NAME" -> version -> the same fields as a graph."""
+    from litert_gpu_toolkit.runtime.versions import installed_version
+
     python = Path(os.environ.get("LITERT_ZOO_PYTHON") or ROOT / ".venv-zoo" / "bin" / "python")
     if not python.exists():
         raise SystemExit(f"--zoo: no zoo environment at {python}; run ./zoo/setup.sh")
+    installed = installed_version()
+    others = [v for v in versions if v != installed]
+    with tempfile.TemporaryDirectory(prefix="zoo_runtime_") as tmp:
+        print(f"zoo --fast, checked under {', '.join([installed, *others])}", flush=True)
+        subprocess.run([str(python), str(ROOT / "zoo" / "run.py"), "--fast", "--out", tmp, "--timeout",
+                        str(int(timeout)), *[x for v in others for x in ("--also-runtime", v)]], check=False)
+        results = Path(tmp) / "results.json"
+        rows = json.loads(results.read_text())["rows"] if results.exists() else []
     out: dict = {}
-    for version in versions:
-        with tempfile.TemporaryDirectory(prefix="zoo_runtime_") as tmp:
-            print(f"zoo --fast under {version}", flush=True)
-            subprocess.run([str(python), str(ROOT / "zoo" / "run.py"), "--fast", "--runtime", version, "--out", tmp,
-                            "--timeout", str(int(timeout))], check=False)
-            results = Path(tmp) / "results.json"
-            rows = json.loads(results.read_text())["rows"] if results.exists() else []
-        for row in rows:
-            gpu = row.get("gpu") or {}
-            out.setdefault(f"zoo --fast: {row['name']}", {})[version] = {
-                "verdict": gpu.get("verdict") or "ERROR", "residency": gpu.get("residency") or None,
-                "min_corr_fp16": gpu.get("corr_fp16"), "rejected": {},
-                "summary": (row.get("error") or gpu.get("note") or "")[:300]}
+    for row in rows:
+        gpu = row.get("gpu") or {}
+        per = {installed: {"verdict": gpu.get("verdict") or "ERROR", "residency": gpu.get("residency") or None,
+                           "min_corr_fp16": gpu.get("corr_fp16"), "summary": (row.get("error") or gpu.get("note")
+                                                                               or "")[:300]}}
+        for v, r in (row.get("runtimes") or {}).items():
+            per[v] = {"verdict": r.get("verdict"), "residency": r.get("residency") or None,
+                      "min_corr_fp16": r.get("corr_fp16"), "summary": (r.get("note") or "")[:300]}
+        out[f"zoo --fast: {row['name']}"] = {v: {**e, "rejected": {}} for v, e in per.items()}
     return out
 
 

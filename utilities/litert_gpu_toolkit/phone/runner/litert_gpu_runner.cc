@@ -1096,7 +1096,11 @@ int Run(const Args& args) {
   auto t0 = std::chrono::steady_clock::now();
   st = LiteRtCreateCompiledModel(rt.env, rt.model, rt.options, &rt.compiled);
   result.compile_ms = MsSince(t0);
-  if (!result.cache_key.empty()) result.cache_files_after = CountFilesWithPrefix(args.cache_dir, result.cache_key);
+  if (!result.cache_key.empty()) {
+    result.cache_files_after = CountFilesWithPrefix(args.cache_dir, result.cache_key);
+    std::fprintf(stderr, "litert_gpu_runner: GPU program cache %s: %d file(s) before the compile, %d after\n",
+                 result.cache_key.c_str(), result.cache_files_before, result.cache_files_after);
+  }
   if (st != kRunnerLiteRtOk) {
     result.status = "compile_failed";
     result.error = StatusText(req.gpu ? "a strict GPU-only compile" : "a CPU compile", st) +
