@@ -127,6 +127,7 @@ def measure_row(name: str, build, tmp: Path, devices, rounds: int, repeats: int)
         res = convert_for_gpu(model, inputs, tmp / f"{name}_{label}.tflite", patches=patches, check=False,
                               fallback=False, diagnose_budget_s=0)
         row[f"{label}_convert_s"] = round(time.perf_counter() - start, 1)
+        row[f"{label}_timings"] = res.timings                    # where the conversion's time went, per stage
         if res.path is None:
             row[label] = {"status": "CONVERT_FAIL", "error": (res.error_line or "")[:200]}
             continue
@@ -172,15 +173,16 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny configs (a smoke test; the ratios mean nothing)")
     parser.add_argument("--only", default="", help=f"comma-separated rows ({', '.join(ROWS)})")
-    parser.add_argument("--devices", default="cpu,gpu", help="comma-separated: cpu, gpu (default %(default)s)")
+    parser.add_argument("--devices", default="cpu,gpu", help="comma-separated: cpu, gpu (default %(default)s); "
+                                                            "'none': conversion time only")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per device (default %(default)s)")
     parser.add_argument("--repeats", type=int, default=5, help="runs per compile in a round (default %(default)s)")
     parser.add_argument("--record", action="store_true", help=f"write {RECORD.relative_to(ROOT)} for gen_docs.py")
     parser.add_argument("--json", type=Path, default=ROOT / "artifacts" / "rewrite_cost.json",
                         help="where the rows go without --record (default: artifacts/rewrite_cost.json)")
     args = parser.parse_args(argv)
-    devices = [d.strip() for d in args.devices.split(",") if d.strip()]
-    if not devices or any(d not in DEVICES for d in devices):
+    devices = [d.strip() for d in args.devices.split(",") if d.strip() and d.strip() != "none"]
+    if (not devices and args.devices != "none") or any(d not in DEVICES for d in devices):
         parser.error(f"--devices: choose from {', '.join(DEVICES)}")
     if args.rounds < 1 or args.repeats < 1:
         parser.error("--rounds and --repeats must be at least 1")
@@ -205,13 +207,21 @@ def main(argv=None) -> int:
     from litert_gpu_toolkit.runtime.compiled import probe_gpu
 
     adapter = probe_gpu().gpu.adapter if "gpu" in devices else None
-    data = {"command": "python scripts/bench_rewrite_cost.py" + " --quick" * args.quick,
+    data = {"command": "python scripts/bench_rewrite_cost.py " + " ".join(argv if argv is not None else sys.argv[1:]),
             "device": f"GPU: {adapter or 'not used'} (software Vulkan), ai-edge-litert {version('ai-edge-litert')}; "
                       f"CPU: {os.cpu_count()}-core {platform.machine()} (LiteRT CPU / XNNPACK)",
             "load_average_end": round(os.getloadavg()[0], 1), "torch": torch.__version__,
             "transformers": version("transformers"), "rounds": args.rounds, "repeats": args.repeats,
             "rows": rows, "summary": summary(rows)}
-    if args.record and only and RECORD.exists():           # keep the rows not measured now, in ROWS order
+    if args.record and not devices and RECORD.exists():    # conversion time only: into the recorded rows
+        recorded = json.loads(RECORD.read_text())
+        for row in rows:
+            for r in recorded["rows"]:
+                if r["model"] == row["model"]:
+                    r.update({k: v for k, v in row.items() if "convert_s" in k or k.endswith("_timings")})
+        recorded["convert_command"] = data["command"]
+        data = recorded
+    elif args.record and only and RECORD.exists():         # keep the rows not measured now, in ROWS order
         kept = {r["model"]: r for r in json.loads(RECORD.read_text())["rows"] if r["model"] not in only}
         kept.update({r["model"]: r for r in rows})
         data["rows"] = [kept[n] for n in ROWS if n in kept]

@@ -281,6 +281,20 @@ def render_rewrite_cost(data: dict) -> str:
         f"{d.upper()} {s[d]['median_ratio']:.3f} over {s[d]['rows_with_ratio']} rows"
         if s[d]["median_ratio"] is not None else f"{d.upper()} - (no row ran both)" for d in ("cpu", "gpu"))
         + f" (target <= {s['cpu']['target']})."]
+    timed = [r for r in data["rows"] if r.get("rewritten_timings") and r.get("plain_convert_s")]
+    if timed:
+        stages = ("reference", "rewrite", "legalize", "convert")
+        out += ["", "Conversion time, no GPU check (`convert_for_gpu(..., check=False)`), and where the defaults' "
+                "time goes (seconds per stage of `ConvertResult.timings`; reference = torch on the example inputs "
+                "and the input share; legalize = the graph pass with its own torch.export; convert = torch.export "
+                "and litert-torch's lowering):", "",
+                "| model | plain s | convert_for_gpu s | ratio | " + " | ".join(stages) + " |",
+                "|---|---:|---:|---:|" + "---:|" * len(stages)]
+        for r in timed:
+            t = r["rewritten_timings"]
+            out.append(f"| {r['model']} | {r['plain_convert_s']:.1f} | {r['rewritten_convert_s']:.1f} | "
+                       f"{r['rewritten_convert_s'] / r['plain_convert_s']:.2f}x | "
+                       + " | ".join(f"{t.get(k, 0.0):.1f}" for k in stages) + " |")
     return "\n".join(out)
 
 
@@ -567,8 +581,9 @@ def render_leaderboard(data: dict, published: dict) -> str:
     lines = [f"`{data.get('command', 'scripts/leaderboard.py').strip()}`. Theirs: LiteRT's device-farm board "
              f"({published['source']} at {published['source_commit'][:12]}; benchmark_model "
              f"{published['rows'][0]['runtime_version']}, GPU rows of a Pixel 9 Pro and a Galaxy S25 Ultra, latency "
-             "in ms on the Pixel). Ours: the same architecture at the same input shape with library initialisation, "
-             "converted plain (litert-torch as it is) and through `convert_for_gpu`, checked strict GPU-only "
+             "in ms on the Pixel). Ours: the same architecture at the same input shape (weights: "
+             f"{next(iter(data['rows'].values()), {}).get('weights', '?')}, see above), converted plain (litert-torch "
+             "as it is) and through `convert_for_gpu`, checked strict GPU-only "
              "against torch, and timed by `benchmark` on llvmpipe (software Vulkan, ai-edge-litert "
              "2.3.0) -- our milliseconds are a software GPU's, not a phone's; compare the N/M columns and the "
              "numerics. Node counts differ between converters (theirs count the file litert-community ships).", "",

@@ -13,6 +13,7 @@ functional rewrites apply while litert-torch traces it, and nowhere else) and ch
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -169,8 +170,10 @@ def _convert(model, example_inputs, path: Path, opts: ConvertOptions, kwargs, si
     path.parent.mkdir(parents=True, exist_ok=True)
     entries = signatures or {opts.signature_name: (example_inputs, kwargs)}
     # the reference is the source model, taken before any rewrite touches it
+    t0 = time.perf_counter()
     parsed, inputs, reference, flatten, share = _reference(model, entries, signatures is None, kwargs, opts.verbose)
     job = _Job(model, opts, parsed, inputs, reference, single=signatures is None)
+    job.timings["reference"] = time.perf_counter() - t0   # torch on the example inputs, the input share
     job.flatten, job.input_share = flatten, share
     # Every conversion is written into a private folder (mkdtemp: mode 0700, an unpredictable name, made with
     # O_EXCL) beside the output, and the chosen file is renamed onto `output_path`: fixed try names in a shared
@@ -179,10 +182,14 @@ def _convert(model, example_inputs, path: Path, opts: ConvertOptions, kwargs, si
     try:
         tries = [work / f"try{i}{path.suffix}" for i in range(opts.max_tries + 3)]   # the last: a repair's
         result = _attempts(job, path, tries)
+        result.timings = {k: round(v, 2) for k, v in job.timings.items()}
+        result.timings["total"] = round(time.perf_counter() - t0, 2)
         # what the file was checked with: the inputs as the file declares them, and torch's outputs
         result.inputs, result.reference = as_declared(path, inputs) if path.exists() else inputs, reference
         if opts.weights != "fp32":
-            _quantize(job, result, path, work / f"float{path.suffix}")
+            with job.timed("quantize"):
+                _quantize(job, result, path, work / f"float{path.suffix}")
+            result.timings["quantize"] = round(job.timings["quantize"], 2)
         return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -275,6 +282,21 @@ class _Job:
         self.specialise = False              # set once a conversion needed data-dependent branches fixed
         self.flatten = False                 # the outputs are returned as a flat tuple (outputs.FlatOutputs)
         self.input_share = None              # how much of the output the input drives (`sensitivity`)
+        self.timings: dict[str, float] = {}  # seconds per stage, summed over the attempts (`ConvertResult.timings`)
+
+    def timed(self, key: str):
+        """A context that adds its wall time to `timings[key]`."""
+        import contextlib
+        import time
+
+        @contextlib.contextmanager
+        def clock():
+            t0 = time.perf_counter()
+            try:
+                yield
+            finally:
+                self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - t0
+        return clock()
 
     def attempt(self, path: Path, exclude: set | None, label: str, *, copy_model: bool,
                 dropped: dict | None = None) -> ConvertResult:
@@ -350,25 +372,28 @@ class _Job:
             model = runnable = self._copy() if copy_model else self.model
             changes: list[Change] = []
         else:
-            model, runnable, changes = self._rewrite(set(exclude), copy_model, dropped)
+            with self.timed("rewrite"):
+                model, runnable, changes = self._rewrite(set(exclude), copy_model, dropped)
         if self.flatten:
             from ..core.outputs import FlatOutputs
 
             runnable = FlatOutputs(runnable)
         parsed = self.parsed
         o = self.opts
-        if exclude is not None and _selected(FOLD, set(o.include or ()), exclude, o.approximate, o.only):
-            runnable, parsed = fold_inputs(runnable, parsed, changes, self.log, self.tried)   # rank 5 -> rank 4
-        if exclude is not None and _selected(LEGALIZE, set(o.include or ()), exclude, o.approximate, o.only):
-            self.tried.add(LEGALIZE)
-            runnable, parsed = legalize_inputs(runnable, parsed, changes, self.log)       # the GPU's op contract
+        with self.timed("legalize"):
+            if exclude is not None and _selected(FOLD, set(o.include or ()), exclude, o.approximate, o.only):
+                runnable, parsed = fold_inputs(runnable, parsed, changes, self.log, self.tried)   # rank 5 -> 4
+            if exclude is not None and _selected(LEGALIZE, set(o.include or ()), exclude, o.approximate, o.only):
+                self.tried.add(LEGALIZE)
+                runnable, parsed = legalize_inputs(runnable, parsed, changes, self.log)   # the GPU's op contract
         self.stage = "convert"
         litert_torch = quiet_import_litert_torch(self.opts.verbose)
         result = ConvertResult(path, changes)
         log_path = path.with_name(path.name + ".convert.log")
         stage(f"converting ({label}{', ' + str(len(changes)) + ' module rewrites' if changes else ''})")
         try:
-            runnable, specialised = self._convert_specialising(litert_torch, runnable, path, log_path, parsed)
+            with self.timed("convert"):
+                runnable, specialised = self._convert_specialising(litert_torch, runnable, path, log_path, parsed)
         except Exception as e:                               # noqa: BLE001 - reported, never swallowed as success
             log = log_path.read_text(errors="replace")[-200_000:] if log_path.exists() and not o.verbose else None
             result.error = with_log(error_text(e), log)
@@ -390,7 +415,8 @@ class _Job:
         if self.opts.check:
             self.stage = "check"
             stage(f"checking {path.name} on the GPU (strict GPU-only, fp16 and fp32)")
-            report = _check(path, self.inputs, self.reference, dict(self.opts.check_kwargs))
+            with self.timed("check"):
+                report = _check(path, self.inputs, self.reference, dict(self.opts.check_kwargs))
             result.report = report
             if not report.ok:
                 result.suggestions = applicable(list(getattr(report, "suggested_rewrites", []) or []),

@@ -48,6 +48,8 @@ class ConvertResult:
     quantized: Any = None               # quantize.QuantizeResult when ConvertOptions.weights is not fp32
     inputs: dict = field(default_factory=dict)     # signature -> {input name: array}: what the file was checked with
     reference: dict = field(default_factory=dict)  # signature -> {output name: array}: torch's outputs for them
+    timings: dict = field(default_factory=dict)    # seconds per stage: reference, rewrite, legalize, convert
+                                                   # (torch.export + lowering), check, quantize; and total
 
     def unresolved(self) -> str:
         """One line for a diagnosis that found no fix: what it concluded and everything it tried; "" when there
