@@ -124,6 +124,15 @@ def test_failed_check_is_never_a_success(tmp_path, gpu):
     assert not unchecked.ok and unchecked.verdict == "UNCHECKED"
 
 
+def test_timings_say_where_the_conversion_time_went(tmp_path):
+    """ConvertResult.timings: seconds per stage, the checked run's check included; the stages fit in the total."""
+    result = convert_for_gpu(Gate(), (X,), tmp_path / "gate.tflite", check=False)
+    t = result.timings
+    assert {"reference", "rewrite", "legalize", "convert", "total"} <= set(t) and "check" not in t, t
+    assert all(v >= 0 for v in t.values()) and sum(v for k, v in t.items() if k != "total") <= t["total"] + 0.05
+    assert result.inputs and result.reference                  # what a re-check under another runtime needs
+
+
 def test_multi_signature_conversion_is_checked_per_signature(tmp_path, gpu):
     result = convert_for_gpu(Gate(), None, tmp_path / "multi.tflite",
                              signatures={"small": (torch.randn(1, 4, 5, 5),), "large": (X,)})
