@@ -177,7 +177,9 @@ def main(argv=None) -> int:
             data = json.loads(RECORD.read_text()) if RECORD.exists() else {"graphs": {}}
             for name, per in found.items():
                 data["graphs"].setdefault(name, {}).update(per)
-            data["command"] = "scripts/runtime_matrix.py " + " ".join(argv if argv is not None else sys.argv[1:])
+            command = "scripts/runtime_matrix.py " + " ".join(argv if argv is not None else sys.argv[1:])
+            data["commands"] = [c for c in data.get("commands", [data.get("command")]) if c] + [command]
+            data.pop("command", None)                 # each run's command is kept: the columns come from several
             write_text_atomic(RECORD, json.dumps(data, indent=1, sort_keys=True) + "\n")
             subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_docs.py")], check=True)
     if upgrade:
