@@ -602,8 +602,8 @@ def render_leaderboard(data: dict, published: dict) -> str:
             continue
         plain, ours = row["plain"], row["ours"]
         bench = (row.get("benchmark") or {}).get("latency_ms") or {}
-        ours_lat = (f"{bench['init']:.0f} / {bench['first_inference']:.0f} / {bench['median']:.0f}" if bench
-                    else "-")
+        ours_lat = (f"{bench['init']:.0f} / {bench['first_inference']:.0f} / {bench['median']:.0f} "
+                    f"(n={row['benchmark']['runs']})" if bench else "-")
         corr = f"{ours['min_corr']:.6f}" if ours.get("min_corr") is not None else "-"
         lines.append(f"| {row['what']} (`{row['file']}`) | {theirs[0]} | {theirs[1]} | {lat} | {plain['verdict']} "
                      f"{_nm(plain['gpu_ops'], plain['total_ops'], plain['partitions'])} | {ours['verdict']} "

@@ -143,7 +143,7 @@ def _summary(result) -> dict:
             if rep is not None else []}
 
 
-def measure(row: Row, work: Path, runs: int, weights: str) -> dict:
+def measure(row: Row, work: Path, runs: int, warmup: int, weights: str) -> dict:
     import torch
 
     from litert_gpu_toolkit import convert_for_gpu
@@ -164,7 +164,7 @@ def measure(row: Row, work: Path, runs: int, weights: str) -> dict:
     ours = convert_for_gpu(model, args, work / f"{row.name}.tflite", diagnose_budget_s=120)
     out["ours"] = {**_summary(ours), "seconds": round(time.perf_counter() - t0, 1)}
     if ours.path is not None and ours.verdict == "PASS":
-        bench = benchmark_file(Path(ours.path), runs=runs, warmup=2, accelerator="gpu", fp32=False, inputs=None,
+        bench = benchmark_file(Path(ours.path), runs=runs, warmup=warmup, accelerator="gpu", fp32=False, inputs=None,
                                runtime=None, timeout=1800)
         out["benchmark"] = {k: bench[k] for k in ("nodes_delegated", "nodes_total", "partitions", "latency_ms",
                                                   "runs", "device", "runtime_version", "model_size_mb", "status")}
@@ -175,6 +175,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", default="", help=f"comma-separated rows ({', '.join(BY_NAME)})")
     p.add_argument("--runs", type=int, default=10, help="timed steady runs per file (default 10)")
+    p.add_argument("--warmup", type=int, default=2, help="runs after the first, left out (default 2)")
     p.add_argument("--weights", choices=("o1", "library"), default="o1",
                    help="o1: the zoo's redraw, activations of order one (default); library: as initialised")
     p.add_argument("--keep", type=Path, help="keep the .tflite files in this folder (default: a temporary one)")
@@ -196,7 +197,7 @@ def main(argv=None) -> int:
         for i, name in enumerate(names, 1):
             print(f"[{i}/{len(names)}] {name}: {BY_NAME[name].what}", flush=True)
             try:
-                found = measure(BY_NAME[name], work, args.runs, args.weights)
+                found = measure(BY_NAME[name], work, args.runs, args.warmup, args.weights)
             except Exception as exc:   # noqa: BLE001 - a row that cannot be built is that row's result
                 found = {"what": BY_NAME[name].what, "file": BY_NAME[name].file,
                          "error": f"{type(exc).__name__}: {str(exc)[:300]}"}

@@ -36,3 +36,31 @@ def test_the_upgrade_report_names_every_change(tmp_path, monkeypatch):
                      "graph g.tflite: FALLBACK -> PASS (-)",
                      "graph g.tflite: RELU_0_TO_1 newly accepted",
                      "graph g.tflite: fp16 corr 0.999900 -> 0.997000"]
+
+
+def test_the_zoo_subset_is_converted_once_and_read_per_version(tmp_path, monkeypatch):
+    """zoo_subset runs `zoo/run.py --fast --also-runtime V` once and reads each row's installed-runtime verdict and
+    its per-version checks into graph-shaped entries."""
+    import subprocess
+
+    from litert_gpu_toolkit.runtime.versions import installed_version
+
+    calls = []
+
+    def fake_run(cmd, check=False):
+        calls.append(cmd)
+        out = Path(cmd[cmd.index("--out") + 1])
+        row = {"name": "bert", "gpu": {"verdict": "PASS", "residency": "GPU residency: 9/9 ops", "corr_fp16": 0.9999},
+               "runtimes": {"2.1.2": {"verdict": "COMPILE_FAIL", "residency": "", "corr_fp16": None,
+                                      "note": "read failed"}}}
+        (out / "results.json").write_text(json.dumps({"rows": [row]}))
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(runtime_matrix.subprocess, "run", fake_run)
+    monkeypatch.setenv("LITERT_ZOO_PYTHON", str(Path(__file__)))          # any existing file: the run is faked
+    found = runtime_matrix.zoo_subset([installed_version(), "2.1.2"], 60)
+    assert len(calls) == 1 and calls[0][calls[0].index("--also-runtime") + 1] == "2.1.2"
+    assert "--runtime" not in calls[0]
+    per = found["zoo --fast: bert"]
+    assert per[installed_version()]["verdict"] == "PASS" and per["2.1.2"]["verdict"] == "COMPILE_FAIL"
+    assert per["2.1.2"]["summary"] == "read failed" and per["2.1.2"]["rejected"] == {}
