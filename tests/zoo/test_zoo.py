@@ -4,6 +4,7 @@ rule, the results file and generated table, the guard, the command; and the CI s
 The zoo's libraries (timm, torchvision, diffusers, ultralytics) live in .venv-zoo (./zoo/setup.sh, which
 scripts/test.sh runs): the tests that build models run it as a child process."""
 import json
+from dataclasses import asdict
 import os
 import subprocess
 import sys
@@ -227,3 +228,14 @@ def test_a_numerics_fail_row_says_what_bisect_found():
     assert "see the precision plan" not in _why(row)
     row.gpu.verdict = "PASS"
     assert "bisect" not in _why(row)
+
+
+def test_a_row_passes_only_when_every_also_runtime_passes():
+    from litert_zoo.table import _why
+
+    row = _row("m", "PASS")
+    row.runtimes = {"2.1.2": {"verdict": "PASS", "residency": "GPU residency: 5/5 ops", "corr_fp16": 0.9999}}
+    assert row.passed
+    row.runtimes["2.1.3"] = {"verdict": "COMPILE_FAIL", "note": "read failed"}
+    assert not row.passed and "under ai-edge-litert 2.1.3: COMPILE_FAIL read failed" in _why(row)
+    assert row_from_dict(json.loads(json.dumps(asdict(row)))).runtimes == row.runtimes
