@@ -168,3 +168,22 @@ def test_serial_is_passed_to_adb(fake_phone, monkeypatch):
     monkeypatch.setenv("FAKE_ADB_SERIAL", "ABC123")
     assert Adb(serial="ABC123").state() == "device"
     assert Adb(serial="WRONG").state() == ""
+
+
+def test_program_cache_on_the_phone_is_written_then_read(gpu, fake_phone, model, tmp_path, monkeypatch):
+    """run_on_phone(program_cache=True): the runner gets a cache folder on the phone (made before it runs); the
+    first compile writes the model's programs there, the second reads them (the phone's code, on this machine)."""
+    from litert_gpu_toolkit.phone import CACHE_DIR
+    from litert_gpu_toolkit.phone.native import build_host_runner
+
+    monkeypatch.setenv("FAKE_ADB_RUNNER", str(build_host_runner()))
+    assert _push_placeholder_runner(tmp_path)
+    inputs, expected = _inputs()
+    first = run_on_phone(model, inputs, "pixel8", program_cache=True)
+    second = run_on_phone(model, inputs, "pixel8", program_cache=True)
+    assert first.ok and second.ok, (first.error, second.error)
+    assert not first.cache["read"] and second.cache["read"] and second.cache["key"] == first.cache["key"]
+    assert [p.name for p in (fake_phone / CACHE_DIR.lstrip("/")).iterdir()] == [
+        f"{first.cache['key']}_mldrift_program_cache.bin"]
+    np.testing.assert_allclose(second.outputs["serving_default"]["out"], expected, rtol=1e-2, atol=1e-2)
+    assert run_on_phone(model, inputs, "pixel8").cache is None          # off unless asked

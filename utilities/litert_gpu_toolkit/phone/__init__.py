@@ -32,6 +32,7 @@ from .protocol import write_job
 REGISTRY_PATH = Path(__file__).with_name("devices.json")
 REMOTE_ROOT = "/data/local/tmp/litert_gpu"
 RUNNER_DIR = f"{REMOTE_ROOT}/runner"
+CACHE_DIR = f"{REMOTE_ROOT}/gpu_cache"      # the GPU program cache on the phone (run_on_phone(program_cache=True))
 RUNNER_NAME = "litert_gpu_runner"
 
 
@@ -131,9 +132,12 @@ def residency_from_log(log: str) -> tuple[int, int, int] | None:
 
 
 def run_on_phone(model_path, inputs: dict, device: str, *, enforce_f32: bool = False,
-                 repeats: int = 1, adb: Adb | None = None, timeout: float = 1800.0) -> RunResult:
+                 repeats: int = 1, adb: Adb | None = None, timeout: float = 1800.0,
+                 program_cache: bool = False) -> RunResult:
     """Run `inputs` ({signature: {name: array} or a list of such samples}) on the phone's GPU (strict), one
-    compile for all of them. Returns a RunResult like the host runtime."""
+    compile for all of them. Returns a RunResult like the host runtime. program_cache: keep the GPU's compiled
+    programs in CACHE_DIR on the phone (keyed by the model's bytes and precision; `RunResult.cache` says whether
+    this compile read them)."""
     phones = load_registry()
     if device not in phones:
         raise PhoneError(f"unknown phone {device!r}; known: {', '.join(phones)}")
@@ -147,8 +151,8 @@ def run_on_phone(model_path, inputs: dict, device: str, *, enforce_f32: bool = F
     if probe.returncode != 0:
         raise PhoneError(f"the runner is not on the phone ({RUNNER_DIR}/{RUNNER_NAME}); build and push it: "
                          "python -m litert_gpu_toolkit phone push-runner BUILD_DIR --device " + device)
-    result = run_job(AdbTransport(adb), model_path, inputs, accelerator="gpu", enforce_f32=enforce_f32,
-                     repeats=repeats, timeout=timeout)
+    result = run_job(AdbTransport(adb, CACHE_DIR if program_cache else None), model_path, inputs,
+                     accelerator="gpu", enforce_f32=enforce_f32, repeats=repeats, timeout=timeout)
     result.gpu.adapter = result.gpu.adapter or f"{phone.gpu} ({phone.description})"
     result.gpu.backend = result.gpu.backend or "OpenCL/OpenGL (phone)"
     return result
@@ -157,18 +161,19 @@ def run_on_phone(model_path, inputs: dict, device: str, *, enforce_f32: bool = F
 class AdbTransport:
     """A job's trip to a phone: push the job folder, run the runner there, pull its out/ folder back."""
 
-    def __init__(self, adb: Adb):
-        self.adb = adb
+    def __init__(self, adb: Adb, cache_dir: str | None = None):
+        self.adb, self.cache_dir = adb, cache_dir
 
     def run(self, job: Path, out_local: Path, timeout: float) -> tuple[int | None, str, bool]:
         remote = f"{REMOTE_ROOT}/{job.name}"   # made by run_job: "job_" + hex digits, no user text
-        self.adb.shell("mkdir", "-p", remote)
+        self.adb.shell("mkdir", "-p", remote, *([self.cache_dir] if self.cache_dir else []))
+        cache = ["--cache-dir", self.cache_dir] if self.cache_dir else []
         try:
             for f in sorted(job.iterdir()):     # file names made by write_job from indices
                 self.adb.push(f, f"{remote}/{f.name}")
             try:
                 proc = self.adb.shell("env", f"LD_LIBRARY_PATH={RUNNER_DIR}", f"{RUNNER_DIR}/{RUNNER_NAME}",
-                                      "--manifest", f"{remote}/manifest.json", "--out", f"{remote}/out",
+                                      "--manifest", f"{remote}/manifest.json", "--out", f"{remote}/out", *cache,
                                       check=False, timeout=timeout)
             except AdbTimeout as exc:
                 return None, str(exc), True

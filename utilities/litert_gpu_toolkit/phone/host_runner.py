@@ -24,7 +24,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--manifest", required=True, type=Path)
     parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--cache-dir", type=Path, help="accepted for the native runner's sake; the Python API has "
+                                                       "no GPU program cache, so nothing is cached")
     args = parser.parse_args(argv)
+    if args.cache_dir is not None:
+        print("host_runner: --cache-dir ignored: LiteRT's Python API has no GPU program cache", file=sys.stderr)
     job = args.manifest.parent
     try:
         manifest, entries = read_manifest(job)
