@@ -621,14 +621,12 @@ def _performance(update) -> None:
         update(ROOT / "docs" / "performance.md", "leaderboard", "docs/data/leaderboard.json",
                render_leaderboard(json.loads(board.read_text()), json.loads(published.read_text())),
                "## The published GPU leaderboard, reproduced")
-    buckets = ROOT / "docs" / "data" / "buckets.json"
-    if buckets.exists():
-        update(ROOT / "docs" / "performance.md", "buckets", "docs/data/buckets.json",
-               render_buckets(json.loads(buckets.read_text())), "## Shape buckets")
-    program_cache = ROOT / "docs" / "data" / "program_cache.json"
-    if program_cache.exists():
-        update(ROOT / "docs" / "performance.md", "program_cache", "docs/data/program_cache.json",
-               render_program_cache(json.loads(program_cache.read_text())), "## The GPU program cache")
+    for name, render, heading in (("buckets", render_buckets, "## Shape buckets"),
+                                  ("program_cache", render_program_cache, "## The GPU program cache")):
+        source = ROOT / "docs" / "data" / f"{name}.json"
+        if source.exists():
+            update(ROOT / "docs" / "performance.md", name, f"docs/data/{name}.json",
+                   render(json.loads(source.read_text())), heading)
 
 
 def targets() -> dict[Path, str]:
