@@ -136,9 +136,10 @@ def _summary(result) -> dict:
 
     rep = result.report
     residency = (rep.residency or {}) if rep is not None else {}
+    corr = _min_corr(rep) if rep is not None else -1.0          # -1: no GPU output was compared
     return {"verdict": result.verdict, "residency": residency.get("line"), "gpu_ops": residency.get("gpu_ops"),
             "total_ops": residency.get("total_ops"), "partitions": residency.get("partitions"),
-            "min_corr": round(_min_corr(rep), 6) if rep is not None and _min_corr(rep) > -1 else None,
+            "min_corr": round(corr, 6) if corr > -1 else None,
             "rewrites": result.kept, "rejected": sorted({u["op"] for u in (rep.unsupported_ops or [])})
             if rep is not None else []}
 

@@ -56,7 +56,7 @@ def measure(graph: Path, rounds: int, timeout: float) -> dict:
                 times[mode]["init"].append(row["latency_ms"]["init"])
                 times[mode]["first"].append(row["latency_ms"]["first_inference"])
                 read[mode].append(bool((row.get("program_cache") or {}).get("read")))
-                cache_bytes = sum(p.stat().st_size for p in Path(cache).iterdir())
+            cache_bytes = sum(p.stat().st_size for p in Path(cache).iterdir())     # what the cold compile wrote
         print(f"  round {r + 1}: " + ", ".join(f"{m} init {times[m]['init'][-1]:.0f} ms" for m in MODES), flush=True)
     med = {m: {k: round(statistics.median(v), 1) for k, v in times[m].items()} for m in MODES}
     return {"status": "measured", "nodes": f"{row['nodes_delegated']}/{row['nodes_total']}", "median_ms": med,

@@ -33,25 +33,25 @@ def _also_runtimes(result) -> dict:
             out[version] = {"verdict": "NOT_RUN", "note": "no file to check"}
             continue
         rep = check_under_runtime(version, result.path, inputs=result.inputs, reference=result.reference)
-        corrs = [c.get("corr") for outs in (rep.signatures or {}).values() for e in outs.values()
-                 for lbl, c in e.get("vs_reference", {}).items() if lbl == "gpu_fp16" and c.get("corr") is not None]
         out[version] = {"verdict": rep.verdict, "residency": (rep.residency or {}).get("line", ""),
-                        "corr_fp16": min(corrs) if corrs else None, "note": "" if rep.ok else rep.summary[:300]}
+                        "corr_fp16": _worst(rep, "gpu_fp16"), "note": "" if rep.ok else rep.summary[:300]}
     return out
+
+
+def _worst(report, label: str) -> float | None:
+    """The lowest corr vs torch of `label`'s run ("gpu_fp16", "gpu_fp32") over every output; None when none."""
+    found = None
+    for outs in (getattr(report, "signatures", None) or {}).values():
+        for entry in outs.values():
+            c = entry.get("vs_reference", {}).get(label, {}).get("corr")
+            if c is not None:
+                found = c if found is None else min(found, c)
+    return found
 
 
 def _summarise(result, seconds: float) -> RunSummary:
     report = result.report
-
-    def worst(label):
-        found = None
-        for outs in (getattr(report, "signatures", None) or {}).values():
-            for entry in outs.values():
-                c = entry.get("vs_reference", {}).get(label, {}).get("corr")
-                if c is not None:
-                    found = c if found is None else min(found, c)
-        return found
-    corr, corr32 = worst("gpu_fp16"), worst("gpu_fp32")
+    corr, corr32 = _worst(report, "gpu_fp16"), _worst(report, "gpu_fp32")
     residency = ""
     if report is not None and getattr(report, "residency", None):
         residency = report.residency.get("line", "")
