@@ -228,6 +228,44 @@ def test_latency_is_a_median_in_milliseconds():
     assert recipe.latency_ms(0.0000598) == 0.0598  # small CPU latencies keep 4 significant digits
 
 
+def test_startup_is_init_and_first_run_summed_over_a_recipes_graphs():
+    a = RunResult(status=STATUS_OK, accelerator="gpu", enforce_f32=False, compile_s=0.5, first_run_s=0.0251)
+    b = RunResult(status=STATUS_OK, accelerator="gpu", enforce_f32=False, compile_s=1.25, first_run_s=0.0100)
+    assert recipe.startup_metrics(a, b) == {"init_ms": 1750.0, "first_run_ms": 35.1}
+    never_ran = RunResult(status="run_error", accelerator="gpu", enforce_f32=False, compile_s=0.5)
+    assert recipe.startup_metrics(a, never_ran) == {"init_ms": 1000.0}    # a missing figure is left out, not guessed
+    assert recipe.startup_metrics(None) == {}
+
+
+def test_finish_verify_records_the_cold_start_beside_the_steady_latency(tmp_path, monkeypatch):
+    """Every verify script ends in finish_verify: the record gains init_ms and first_run_ms of the runs it names
+    (all of a recipe's graphs), and a figure the script measured itself is kept."""
+    monkeypatch.setenv("LITERT_RESULTS_DIR", str(tmp_path))
+    args = recipe.verify_parser(__doc__, tmp_path).parse_args(["--device", "cpu"])
+    args.model = tmp_path / "g.tflite"
+    a = RunResult(status=STATUS_OK, accelerator="cpu", enforce_f32=False, compile_s=0.002, first_run_s=0.004)
+    b = RunResult(status=STATUS_OK, accelerator="cpu", enforce_f32=False, compile_s=0.001, first_run_s=0.001)
+    assert recipe.finish_verify(args, graph="g", run=a, residency="CPU", metrics={"latency_ms_median": 3.0},
+                                gates={"ok": True}, startup=[a, b]) == recipe.EXIT_PASSED
+    metrics = json.loads((tmp_path / "results.json").read_text())["g@cpu"]["metrics"]
+    assert metrics == {"latency_ms_median": 3.0, "init_ms": 3.0, "first_run_ms": 5.0}
+    recipe.finish_verify(args, graph="h", run=a, residency="CPU", metrics={"init_ms": 9.0}, gates={"ok": True})
+    assert json.loads((tmp_path / "results.json").read_text())["h@cpu"]["metrics"] == {"init_ms": 9.0,
+                                                                                       "first_run_ms": 4.0}
+
+
+def test_the_worker_times_the_first_run_after_the_compile(tmp_path):
+    """first_run_s is the first run of the process (the cold one), before any repeat; CPU, so no GPU is needed."""
+    x = np.ones(PROBE_SHAPE, np.float32)
+    model = tmp_path / "add.tflite"
+    model.write_bytes(add_model_bytes())
+    run = recipe.run_on_device(model, {"serving_default": [{"x": x, "y": x}, {"x": x, "y": 2 * x}]},
+                               "cpu", repeats=3)
+    assert run.ok, run.error
+    assert run.compile_s is not None and run.first_run_s is not None and run.first_run_s > 0
+    assert recipe.startup_metrics(run)["first_run_ms"] == float(f"{1e3 * run.first_run_s:.4g}")
+
+
 # --- the results file --------------------------------------------------------------------------------------------
 
 def cpu_run() -> RunResult:

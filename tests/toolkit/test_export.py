@@ -348,7 +348,7 @@ def test_tasks_wrap_saved_models_at_the_flags_shapes(tmp_path, task, cls, config
 
 def test_bucket_helpers_pick_the_shortest_that_fits_and_pad_masked():
     from litert_gpu_toolkit.core.arguments import positive_ints
-    from litert_gpu_toolkit.export.buckets import NoBucketFits, buckets_of, pad_to_bucket, pick_bucket
+    from litert_gpu_toolkit.runtime.buckets import NoBucketFits, buckets_of, pad_to_bucket, pick_bucket
 
     assert positive_ints("64,32, 64,128") == (32, 64, 128)
     sizes = buckets_of(["seq_64", "serving_default", "seq_32", "seq_128"])
@@ -373,7 +373,7 @@ def test_bucketed_export_checks_every_bucket_and_padding_is_masked(tmp_path, gpu
     """--seq-len 8,16,32: one file, a signature per length, every bucket checked against torch; one sentence padded
     into two buckets gives the same logits on the GPU; the file is smaller than three separate ones."""
     from litert_gpu_toolkit.core.model_info import read_model_info
-    from litert_gpu_toolkit.export.buckets import buckets_of, pad_to_bucket
+    from litert_gpu_toolkit.runtime.buckets import buckets_of, pad_to_bucket
     from litert_gpu_toolkit.runtime.compiled import compile_and_run
 
     bert, out, one = _tiny_bert(tmp_path / "bert"), tmp_path / "out", tmp_path / "one"

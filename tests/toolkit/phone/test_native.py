@@ -22,7 +22,8 @@ from litert_gpu_toolkit.phone.native import SANITIZER_ENV, NativeRunnerError, bu
 from litert_gpu_toolkit.phone.protocol import input_file, read_outputs, write_job
 from litert_gpu_toolkit.recipe import device_label, residency, residency_line, run_on_device, strict_gates
 from litert_gpu_toolkit.runtime.compiled import STATUS_NO_GPU, STATUS_OPS_REJECTED
-from litert_gpu_toolkit.runtime.tiny_models import PROBE_SHAPE, add_model_bytes, single_op_model_bytes
+from litert_gpu_toolkit.runtime.tiny_models import (PROBE_SHAPE, add_model_bytes, bucketed_add_model_bytes,
+                                                    single_op_model_bytes)
 
 from native_compare import compare_native_with_python
 
@@ -125,6 +126,73 @@ def test_run_on_device_host_native_is_labelled_as_the_native_runner(gpu, runner,
     assert "native runner" not in device_label("host-gpu", run)
     cpu = run_on_device(add_model, {"serving_default": {"x": x, "y": x}}, "host-native-cpu")
     assert device_label("host-native-cpu", cpu).startswith("CPU (") and strict_gates("host-native-cpu") == {}
+
+
+def _ramp(n: int) -> dict[str, np.ndarray]:
+    return {"input_ids": np.arange(1, n + 1, dtype=np.float32)[None], "attention_mask": np.ones((1, n), np.float32)}
+
+
+def _padded(n: int, size: int) -> np.ndarray:
+    return np.pad(np.arange(2, n + 2, dtype=np.float32), (0, size - n))[None]     # input_ids + mask, then zeros
+
+
+def _twin(job: Path):
+    """The Python twin of the runner (host_runner.py) on a job folder: (exit status, result, [(key, outputs)])."""
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[3] / "utilities"),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "litert_gpu_toolkit.phone.host_runner", "--manifest",
+                           str(job / "manifest.json"), "--out", str(job / "out")], capture_output=True, text=True,
+                          env=env, timeout=300)
+    return (proc.returncode, *read_outputs(job / "out"))
+
+
+def test_a_bucket_entry_runs_the_shortest_bucket_that_holds_it_zero_padded(runner, tmp_path):
+    """`seq_*` in a job: lengths 3 and 4 run seq_4, length 6 runs seq_8, each padded on the right with zeros; the
+    outputs come back under the bucket that ran (samples stacked per bucket). The native runner (CPU, so no GPU is
+    needed) and its Python twin agree; a length over the largest bucket is refused, naming both."""
+    model = tmp_path / "buckets.tflite"
+    model.write_bytes(bucketed_add_model_bytes((4, 8)))
+    run = run_native(model, {"seq_*": [_ramp(3), _ramp(6), _ramp(4)]}, accelerator="cpu", runner=runner)
+    assert run.ok, run.error
+    assert sorted(run.outputs) == ["seq_4", "seq_8"]
+    np.testing.assert_array_equal(run.outputs["seq_4"]["out"], np.stack([_padded(3, 4), _padded(4, 4)]))
+    np.testing.assert_array_equal(run.outputs["seq_8"]["out"], _padded(6, 8)[None])
+    one = run_native(model, {"seq_*": _ramp(2)}, accelerator="cpu", runner=runner)
+    np.testing.assert_array_equal(one.outputs["seq_4"]["out"], _padded(2, 4))
+    too_long = run_native(model, {"seq_*": _ramp(9)}, accelerator="cpu", runner=runner)
+    assert not too_long.ok and "9 does not fit the largest bucket (8)" in too_long.error
+
+    job = write_job(tmp_path / "twin", model, [("seq_*", _ramp(3)), ("seq_*", _ramp(6))], accelerator="cpu")
+    code, _, records = _twin(job)
+    assert code == 0 and [key for key, _ in records] == ["seq_4", "seq_8"]
+    np.testing.assert_array_equal(records[0][1]["out"], _padded(3, 4))
+    np.testing.assert_array_equal(records[1][1]["out"], _padded(6, 8))
+    job = write_job(tmp_path / "twin_long", model, [("seq_*", _ramp(9))], accelerator="cpu")
+    code, result, _ = _twin(job)
+    assert code == 2 and "9 tokens do not fit the largest bucket (8)" in result["error"]
+
+
+def test_a_bucket_entry_on_the_gpu_is_strict_and_padded(gpu, runner, tmp_path):
+    model = tmp_path / "buckets.tflite"
+    model.write_bytes(bucketed_add_model_bytes((4, 8)))
+    run = run_native(model, {"seq_*": [_ramp(5), _ramp(8)]}, runner=runner)
+    assert run.ok, run.error
+    assert residency(read_model_info(model), run).strict
+    np.testing.assert_allclose(run.outputs["seq_8"]["out"], np.stack([_padded(5, 8), _padded(8, 8)]), atol=1e-3)
+
+
+def test_a_bucket_entry_needs_inputs_of_one_batch_length_shape(runner, tmp_path):
+    model = tmp_path / "buckets.tflite"
+    model.write_bytes(bucketed_add_model_bytes((4, 8)))
+    mixed = {"input_ids": np.ones((1, 3), np.float32), "attention_mask": np.ones((1, 2), np.float32)}
+    run = run_native(model, {"seq_*": mixed}, accelerator="cpu", runner=runner)
+    assert not run.ok and "must all be [batch, length] of one shape" in run.error
+    plain = tmp_path / "add.tflite"
+    plain.write_bytes(add_model_bytes())
+    run = run_native(plain, {"seq_*": _ramp(3)}, accelerator="cpu", runner=runner)
+    assert not run.ok and "no seq_<N> bucket signatures" in run.error
 
 
 def test_timeout_kills_the_runner(runner, add_model, tmp_path):

@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seq-len", type=positive_ints, default=(128,), metavar="N[,N...]",
                    help="text: the fixed sequence length (default: 128), or shape buckets '32,64,128': one file "
                         "with a signature seq_N per length, weights shared, each checked (pick a bucket at run "
-                        "time with litert_gpu_toolkit.export.buckets); text-generation: the prefill length")
+                        "time with litert_gpu_toolkit.runtime.buckets); text-generation: the prefill length")
     p.add_argument("--image-size", type=positive_int, default=None,
                    help="image tasks: the square input's side (default: the config's image_size, else 224)")
     p.add_argument("--audio-seconds", type=positive_float, default=1.0,

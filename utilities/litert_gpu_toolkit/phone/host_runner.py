@@ -17,7 +17,22 @@ from pathlib import Path
 
 import numpy as np
 
-from .protocol import ProtocolError, read_manifest, write_outputs
+from .protocol import ANY_BUCKET, ProtocolError, read_manifest, write_outputs
+
+
+def _bucket_entry(model, inputs: dict[str, np.ndarray]) -> tuple[str, dict[str, np.ndarray]]:
+    """An ANY_BUCKET entry as the native runner reads it: the shortest seq_<N> signature that holds the inputs'
+    length, each [batch, length] input zero-padded to [batch, N]. ValueError (a bad request) says why not."""
+    from ..runtime.buckets import buckets_of, pad_to_bucket, pick_bucket
+
+    shapes = {np.asarray(a).shape for a in inputs.values()}
+    if len(shapes) != 1 or len(next(iter(shapes))) != 2:
+        raise ValueError(f"a bucket entry's inputs must all be [batch, length] of one shape, not {sorted(shapes)}")
+    sizes = buckets_of(model.get_signature_list())
+    if not sizes:
+        raise ValueError("the model has no seq_<N> bucket signatures")
+    key = pick_bucket(sizes, next(iter(shapes))[1])
+    return key, pad_to_bucket(inputs, sizes[key])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,6 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     done = []
     for e, (key, inputs) in enumerate(entries):
         stage = f"run:{key}"
+        if key == ANY_BUCKET:
+            try:
+                key, inputs = _bucket_entry(model, inputs)
+            except ValueError as exc:
+                write_outputs(args.out, "bad_request", error=f"entry {e}: {exc}", stage=stage, compile_ms=compile_ms,
+                              **common)
+                return 2
+            stage = f"run:{key}"
         try:
             index = model.get_signature_index(key)
             in_details = model.get_input_tensor_details(key)

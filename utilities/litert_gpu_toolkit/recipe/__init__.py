@@ -36,7 +36,8 @@ from ..runtime.residency import Residency, residency, residency_line, runtime_ve
 from .artifacts import load_model, load_reference, require_file, save_reference
 from .devices import (HOST_DEVICES, LATENCY_METRIC, NATIVE_DEVICES, STRICT_GATE, Device, add_device_argument,
                       device_label, fixed_inputs_only, is_native, is_phone, known_devices, latency_ms, open_session,
-                      print_failure, refuse_no_gpu, resolve_device, run_on_device, strict_gates, uses_cpu)
+                      print_failure, refuse_no_gpu, resolve_device, run_on_device, startup_metrics, strict_gates,
+                      uses_cpu)
 from .provenance import read_provenance, sidecar_path, write_provenance
 from .results import env_flag, git_commit, git_dirty, read_results, write_results
 from .scripts import (EXIT_EPILOG, add_image_size_arguments, add_model_argument, add_quantize_argument,

@@ -211,3 +211,20 @@ def latency_ms(seconds: Iterable[float] | float) -> float:
 
     values = [seconds] if isinstance(seconds, (int, float)) else list(seconds)
     return float(f"{1e3 * float(np.median(values)):.4g}") if values else float("nan")
+
+
+STARTUP_METRICS = ("init_ms", "first_run_ms")   # what an app pays before the steady LATENCY_METRIC
+
+
+def startup_metrics(*runs: RunResult | None) -> dict[str, float]:
+    """A cold start, in milliseconds: `init_ms` (the compile: on the GPU, its programs are built here) and
+    `first_run_ms` (the first run after it), summed over `runs` -- a recipe that runs several graphs passes each,
+    since an app compiles and first-runs them all. A figure some run lacks is left out, never guessed; 4
+    significant digits, as `latency_ms`."""
+    runs = [r for r in runs if r is not None]
+    out = {}
+    for name, attr in zip(STARTUP_METRICS, ("compile_s", "first_run_s")):
+        values = [getattr(r, attr) for r in runs]
+        if values and all(v is not None for v in values):
+            out[name] = float(f"{1e3 * sum(values):.4g}")
+    return out

@@ -192,12 +192,18 @@ def export_graph(model, example_inputs, path: Path, args=None, *, graph: str | N
 
 def finish_verify(args, *, graph: str, run: RunResult, residency: str, metrics: dict, gates: dict[str, bool],
                   headline: list[str] | None = None, models: dict[str, Path] | None = None,
-                  extra: dict | None = None) -> int:
+                  extra: dict | None = None, startup: list[RunResult] | None = None) -> int:
     """The end of every verify script: gates printed, the run recorded with the provenance of every graph it
-    measured (`models`: name -> .tflite; default: {graph: args.model}), one PASSED / FAILED line, the exit status."""
+    measured (`models`: name -> .tflite; default: {graph: args.model}), one PASSED / FAILED line, the exit status.
+    A measured run's metrics gain the cold start (`startup_metrics`: init_ms, first_run_ms) of `startup` -- every
+    graph's run, for a recipe that runs several -- or of `run`, unless the script set them itself."""
+    from .devices import startup_metrics
     from .provenance import read_provenance
     from .results import write_results
 
+    if metrics:
+        cold = startup_metrics(*(startup if startup is not None else [run]))
+        metrics = {**metrics, **{k: v for k, v in cold.items() if k not in metrics}}
     ok = report_gates(gates)
     if models is None:
         models = {graph: args.model}

@@ -139,6 +139,7 @@ class RunResult:
     runtime: str | None = None         # the ai-edge-litert version of a side environment (None: the installed one)
     times: dict[str, list[float]] = field(default_factory=dict)   # signature -> seconds of every run, first first
     cache: dict | None = None          # the native runner's GPU program cache: {"key", "files_before", "files_after"}
+    first_run_s: float | None = None   # the first run after the compile (what an app's first call pays)
 
     @property
     def ok(self) -> bool:
@@ -264,6 +265,7 @@ def compile_and_run(
             result.compile_s = payload.get("compile_s")
             result.run_s = payload.get("run_s", {})
             result.times = payload.get("times", {})
+            result.first_run_s = payload.get("first_run_s")
             result.fully_accelerated = payload.get("fully_accelerated")
             if payload.get("status") == "ok" and (work / "outputs.npz").exists():
                 rows: dict[str, dict[str, list]] = {}

@@ -65,6 +65,42 @@ def add_model_bytes(shape: tuple[int, ...] = PROBE_SHAPE) -> bytes:
     return bytes(builder.Output())
 
 
+def bucketed_add_model_bytes(lengths: tuple[int, ...] = (4, 8)) -> bytes:
+    """A shape-bucket model without a converter: one subgraph and signature `seq_<N>` per length, each computing
+    `out = input_ids + attention_mask` on float32 [1, N] (so a padded position reads 0). Tests the runners' bucket
+    pick and padding (`phone/protocol.py`, ANY_BUCKET)."""
+    model = schema.ModelT()
+    model.version = 3
+    model.buffers = [schema.BufferT()]
+    code = schema.OperatorCodeT()
+    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.ADD
+    code.version = 1
+    model.operatorCodes = [code]
+    model.subgraphs, model.signatureDefs = [], []
+    for n in lengths:
+        graph = schema.SubGraphT()
+        graph.name = f"seq_{n}"
+        graph.tensors = []
+        for name in ("input_ids", "attention_mask", "out"):
+            model.buffers.append(schema.BufferT())
+            graph.tensors.append(_tensor(name, (1, n), len(model.buffers) - 1))
+        graph.inputs, graph.outputs = [0, 1], [2]
+        op = schema.OperatorT()
+        op.opcodeIndex, op.inputs, op.outputs = 0, [0, 1], [2]
+        op.builtinOptionsType = schema.BuiltinOptions.AddOptions
+        op.builtinOptions = schema.AddOptionsT()
+        graph.operators = [op]
+        sig = schema.SignatureDefT()
+        sig.signatureKey, sig.subgraphIndex = f"seq_{n}", len(model.subgraphs)
+        sig.inputs = _io_map({"input_ids": 0, "attention_mask": 1})
+        sig.outputs = _io_map({"out": 2})
+        model.subgraphs.append(graph)
+        model.signatureDefs.append(sig)
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
 _NP_TO_TFL = {"float32": "FLOAT32", "int32": "INT32", "int64": "INT64", "bool": "BOOL", "float16": "FLOAT16"}
 
 

@@ -158,7 +158,7 @@ def main() -> int:
     return finish_verify(args, graph="mtcnn", run=runs.get("pnet", (None,))[0],
                          residency="; ".join(f"{n}: {line}" for n, line in lines.items()), metrics=metrics,
                          gates=gates, headline=["min_iou", "faces_torch_device", "max_landmark_err_px"],
-                         models=paths, extra={"per_photo": per_photo})
+                         models=paths, extra={"per_photo": per_photo}, startup=[r for r, _ in runs.values()])
 
 
 if __name__ == "__main__":

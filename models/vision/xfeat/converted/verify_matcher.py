@@ -155,7 +155,7 @@ def main() -> int:
     label_run = runs[0] if runs[-1].ok else runs[-1]
     return finish_verify(args, graph=graph, run=label_run, residency="; ".join(lines), metrics=metrics, gates=gates,
                          headline=["min_prob_corr", "min_matches_same", "max_motion_err_px"], models=models,
-                         extra={"per_pair": per_pair})
+                         extra={"per_pair": per_pair}, startup=runs)
 
 
 if __name__ == "__main__":

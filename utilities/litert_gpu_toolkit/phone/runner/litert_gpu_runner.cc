@@ -64,6 +64,9 @@ constexpr size_t kMaxInputsPerEntry = 1024;
 constexpr size_t kMaxNameBytes = 4096;
 constexpr int64_t kMaxRepeats = 1000;
 constexpr int kMaxRank = 8;
+// An entry whose signature is this asks for a shape bucket: the shortest `seq_<N>` signature with N >= the
+// length (dimension 1) of its inputs, each [batch, length] input padded on the right with zeros to N.
+constexpr const char* kAnyBucket = "seq_*";
 
 // ---------------------------------------------------------------------------------------------
 // A small JSON reader: exactly RFC 8259 (no comments, no trailing commas, no NaN), with a depth
@@ -824,6 +827,46 @@ bool PrepareOutDir(const std::string& out, std::string* error) {
   return true;
 }
 
+// The N of a signature key "seq_<N>" (digits only, N >= 1), or 0 when the key names no bucket.
+int64_t BucketSize(const char* key) {
+  if (!key || std::strncmp(key, "seq_", 4) != 0 || !key[4]) return 0;
+  int64_t n = 0;
+  for (const char* c = key + 4; *c; ++c) {
+    if (*c < '0' || *c > '9' || n > INT32_MAX / 10) return 0;
+    n = n * 10 + (*c - '0');
+  }
+  return n;
+}
+
+// The length a bucket entry asks for: dimension 1 of its inputs, which must all be [batch, length] alike.
+bool BucketLength(const Entry& entry, int64_t* length, std::string* error) {
+  if (entry.inputs.empty()) { *error = "a bucket entry needs inputs"; return false; }
+  const std::vector<int64_t>& first = entry.inputs[0].shape;
+  for (const auto& spec : entry.inputs) {
+    if (spec.shape.size() != 2 || spec.shape != first) {
+      *error = "a bucket entry's inputs must all be [batch, length] of one shape; " + Shown(spec.name) + " is " +
+               ShapeText(spec.shape);
+      return false;
+    }
+  }
+  *length = first[1];
+  return true;
+}
+
+// Copies `spec`'s raw file into a [batch, N] tensor laid out in `host`: each row of the file's [batch, L] at the
+// start of its row, the rest zero (a padded position carries token 0 and mask 0, so it is never attended to).
+bool ReadPadded(const std::string& file, const InputSpec& spec, const TensorInfo& info, void* host,
+                std::string* error) {
+  size_t elem = info.dtype->size, rows = static_cast<size_t>(spec.shape[0]);
+  size_t have = static_cast<size_t>(spec.shape[1]) * elem, want = static_cast<size_t>(info.shape[1]) * elem;
+  std::vector<char> given(rows * have);
+  if (!ReadExactly(file, given.data(), given.size(), error)) return false;
+  char* out = static_cast<char*>(host);
+  std::memset(out, 0, info.bytes);
+  for (size_t r = 0; r < rows; ++r) std::memcpy(out + r * want, given.data() + r * have, have);
+  return true;
+}
+
 // One entry of the job: find its signature, bind its inputs by name, run it `repeats` times, write its outputs.
 // Returns -1 when the entry ran (its record is in `result`), else the exit status after the result is written.
 int RunEntry(const Args& args, const std::string& job, const Request& req, size_t e, const Runtime& rt,
@@ -835,20 +878,41 @@ int RunEntry(const Args& args, const std::string& job, const Request& req, size_
   std::string where = "entry " + std::to_string(e) + " (signature " + Shown(entry.signature) + ")";
   size_t sig_index = num_signatures;
   LiteRtSignature sig = nullptr;
+  std::string chosen = entry.signature;
+  const bool bucket = entry.signature == kAnyBucket;
+  int64_t length = 0, best = 0, largest = 0;
+  if (bucket && !BucketLength(entry, &length, &error)) {
+    result->error = where + ": " + error;
+    return Finish(args.out, *result, kExitBadRequest);
+  }
   for (size_t s = 0; s < num_signatures; ++s) {
     LiteRtSignature candidate = nullptr;
     const char* key = nullptr;
-    if (LiteRtGetModelSignature(rt.model, s, &candidate) == kRunnerLiteRtOk &&
-        LiteRtGetSignatureKey(candidate, &key) == kRunnerLiteRtOk && key && entry.signature == key) {
+    if (LiteRtGetModelSignature(rt.model, s, &candidate) != kRunnerLiteRtOk ||
+        LiteRtGetSignatureKey(candidate, &key) != kRunnerLiteRtOk || !key)
+      continue;
+    if (!bucket && entry.signature == key) {
       sig_index = s;
       sig = candidate;
       break;
     }
+    int64_t n = bucket ? BucketSize(key) : 0;
+    if (n > largest) largest = n;
+    if (n >= length && n > 0 && (!sig || n < best)) {
+      sig_index = s;
+      sig = candidate;
+      best = n;
+      chosen = key;
+    }
   }
   if (!sig) {
-    result->error = where + ": the model has no such signature";
+    result->error = where + (!bucket ? ": the model has no such signature"
+                             : largest == 0 ? ": the model has no seq_<N> bucket signatures"
+                                            : ": " + std::to_string(length) + " does not fit the largest bucket (" +
+                                                  std::to_string(largest) + ")");
     return Finish(args.out, *result, kExitBadRequest);
   }
+  result->stage = "run:" + chosen;
   size_t n_in = 0, n_out = 0;
   if (LiteRtGetNumSignatureInputs(sig, &n_in) != kRunnerLiteRtOk ||
       LiteRtGetNumSignatureOutputs(sig, &n_out) != kRunnerLiteRtOk) {
@@ -882,7 +946,10 @@ int RunEntry(const Args& args, const std::string& job, const Request& req, size_
       return Finish(args.out, *result, kExitBadRequest);
     }
     const InputSpec& spec = entry.inputs[given];
-    if (spec.dtype != info.dtype || spec.shape != info.shape) {
+    // a bucket's input is [batch, N]; the entry's [batch, L <= N] is padded into it
+    const bool pad = bucket && info.shape.size() == 2 && spec.shape.size() == 2 && spec.shape[0] == info.shape[0] &&
+                     spec.shape[1] <= info.shape[1];
+    if (spec.dtype != info.dtype || (spec.shape != info.shape && !pad)) {
       result->error = where + ": input " + Shown(info.name) + " is " + spec.dtype->name + " " +
                      ShapeText(spec.shape) + " in the manifest; the model takes " + info.dtype->name + " " +
                      ShapeText(info.shape);
@@ -909,7 +976,7 @@ int RunEntry(const Args& args, const std::string& job, const Request& req, size_
       result->error = where + ": " + StatusText("locking an input buffer", st);
       return Finish(args.out, *result, kExitModelFailed);
     }
-    bool read_ok = ReadExactly(file, host, info.bytes, &error);
+    bool read_ok = pad ? ReadPadded(file, spec, info, host, &error) : ReadExactly(file, host, info.bytes, &error);
     LiteRtUnlockTensorBuffer(ins.list[j]);
     if (!read_ok) {
       result->error = where + ": input " + Shown(info.name) + ": " + error;
@@ -917,7 +984,7 @@ int RunEntry(const Args& args, const std::string& job, const Request& req, size_
     }
   }
   EntryRecord record;
-  record.signature = entry.signature;
+  record.signature = chosen;            // a bucket entry's record names the bucket it ran
   std::vector<TensorInfo> out_info(n_out);
   for (size_t o = 0; o < n_out; ++o) {
     const char* name = nullptr;

@@ -6,7 +6,7 @@ padding everything to the longest. Padding is masked (attention_mask 0), so the 
 beyond the GPU's own rounding -- the export checks every bucket against torch, and tests check that one sentence
 gives the same output in two buckets.
 
-    from litert_gpu_toolkit.export.buckets import buckets_of, pick_bucket, pad_to_bucket
+    from litert_gpu_toolkit.runtime.buckets import buckets_of, pick_bucket, pad_to_bucket
     sizes = buckets_of(signature_keys)                   # {"seq_32": 32, ...}
     key = pick_bucket(sizes, len(ids))                   # "seq_32"
     feeds = pad_to_bucket({"input_ids": ids, "attention_mask": mask}, sizes[key])
