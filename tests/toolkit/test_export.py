@@ -362,10 +362,92 @@ def test_bucket_helpers_pick_the_shortest_that_fits_and_pad_masked():
     assert padded["attention_mask"].tolist() == [[1, 1, 1, 0, 0, 0, 0, 0]]
 
 
+def test_image_and_audio_bucket_helpers_pad_with_zeros_and_say_how_much_is_valid():
+    from litert_gpu_toolkit.core.arguments import positive_floats
+    from litert_gpu_toolkit.runtime.buckets import (bucket_name, buckets_of, pad_audio_to_bucket, pad_image_to_bucket,
+                                                    pick_bucket, valid_fraction)
+
+    assert positive_floats("2.5, 1,1") == (1.0, 2.5)
+    assert [bucket_name("img", 224), bucket_name("audio", 2.5), bucket_name("seq", 64)] == \
+        ["img_224", "audio_2500ms", "seq_64"]
+    keys = ["img_320", "img_224", "audio_1000ms", "audio_2500ms", "seq_8", "audio_1s"]
+    assert buckets_of(keys, "img") == {"img_224": 224, "img_320": 320}
+    assert buckets_of(keys, "audio") == {"audio_1000ms": 1000, "audio_2500ms": 2500}
+    assert pick_bucket(buckets_of(keys, "img"), 300, "pixels") == "img_320"
+    image = np.ones((1, 3, 200, 150), np.float32)
+    padded = pad_image_to_bucket(image, 224)
+    assert padded.shape == (1, 3, 224, 224) and padded[..., :200, :150].all() and not padded[..., 200:, :].any()
+    clip = pad_audio_to_bucket(np.ones((1, 16000), np.float32), 40000)
+    assert clip.shape == (1, 40000) and clip[:, :16000].all() and not clip[:, 16000:].any()
+    assert valid_fraction(16000, 40000) == 0.4
+    with pytest.raises(ValueError, match="not \\[batch, channels"):
+        pad_image_to_bucket(image, 160)
+
+
+@pytest.mark.parametrize("task, cls, config_cls, config, shapes, expected", [
+    ("semantic-segmentation", "SegformerForSemanticSegmentation", "SegformerConfig", _SEGFORMER,
+     dict(image_size=32, image_buckets=(16, 32)), {"img_16": (1, 3, 16, 16), "img_32": (1, 3, 32, 32)}),
+    ("automatic-speech-recognition", "Wav2Vec2ForCTC", "Wav2Vec2Config", _SPEECH,
+     dict(audio_seconds=0.5, audio_buckets=(0.25, 0.5)), {"audio_250ms": (1, 4000), "audio_500ms": (1, 8000)}),
+])
+def test_image_and_audio_buckets_are_one_signature_per_size(tmp_path, task, cls, config_cls, config, shapes,
+                                                           expected):
+    import torch
+    import transformers
+
+    from litert_gpu_toolkit.export.tasks import Shapes, build_graphs
+
+    torch.manual_seed(0)
+    getattr(transformers, cls)(getattr(transformers, config_cls)(**config)).save_pretrained(tmp_path / "m")
+    (graph,) = build_graphs(task, tmp_path / "m", Shapes(**shapes))
+    assert {key: tuple(next(iter(feeds.values())).shape) for key, feeds in graph.signatures.items()} == expected
+    assert any("shape buckets" in note and "not masked" in note for note in graph.notes)
+
+
+def test_a_fixed_length_audio_encoder_refuses_audio_buckets(tmp_path):
+    import transformers
+
+    from litert_gpu_toolkit.export.tasks import ExportError, Shapes, build_graphs
+
+    transformers.WhisperForConditionalGeneration(transformers.WhisperConfig(**_WHISPER)).save_pretrained(tmp_path)
+    with pytest.raises(ExportError, match="fixed by its position table"):
+        build_graphs("automatic-speech-recognition", tmp_path, Shapes(audio_buckets=(0.5, 1.0)))
+
+
 def test_buckets_are_for_text_tasks(tmp_path, capsys):
     err = _in_process(capsys, "--model", _tiny_bert(tmp_path / "bert"), "--task", "text-generation", "--seq-len",
                       "8,16", "-o", tmp_path / "out")
     assert "shape buckets" in err and "one prefill length" in err
+    err = _in_process(capsys, "--model", tmp_path / "bert", "--task", "fill-mask", "--image-size", "16,32", "-o",
+                      tmp_path / "out")
+    assert "--image-size with several sizes (shape buckets) is for image tasks" in err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task, cls, config_cls, config, flag, sizes, keys", [
+    ("semantic-segmentation", "SegformerForSemanticSegmentation", "SegformerConfig", _SEGFORMER, "--image-size",
+     "32,16", ["img_16", "img_32"]),
+    ("automatic-speech-recognition", "Wav2Vec2ForCTC", "Wav2Vec2Config", _SPEECH, "--audio-seconds", "0.5,0.25",
+     ["audio_250ms", "audio_500ms"]),
+])
+def test_image_and_audio_bucketed_exports_check_every_bucket_on_the_gpu(tmp_path, gpu, task, cls, config_cls,
+                                                                       config, flag, sizes, keys):
+    """One file, a signature per image side / clip length, each checked strictly GPU-only against torch."""
+    import torch
+    import transformers
+
+    from litert_gpu_toolkit.core.model_info import read_model_info
+    from litert_gpu_toolkit.runtime.buckets import buckets_of
+
+    torch.manual_seed(0)
+    getattr(transformers, cls)(getattr(transformers, config_cls)(**config)).save_pretrained(tmp_path / "m")
+    out = tmp_path / "out"
+    proc = _export("--model", tmp_path / "m", "--task", task, flag, sizes, "-o", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _check_outputs(out, ["model"])
+    assert sorted(json.loads((out / "model.check.json").read_text())["signatures"]) == keys
+    found = [s.key for s in read_model_info(out / "model.tflite").signatures]
+    assert list(buckets_of(found, keys[0].split("_")[0])) == keys
 
 
 @pytest.mark.slow

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..core.arguments import add_verbose_argument, positive_float, positive_int, positive_ints, seed
+from ..core.arguments import add_verbose_argument, positive_floats, positive_int, positive_ints, seed
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -37,10 +37,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="text: the fixed sequence length (default: 128), or shape buckets '32,64,128': one file "
                         "with a signature seq_N per length, weights shared, each checked (pick a bucket at run "
                         "time with litert_gpu_toolkit.runtime.buckets); text-generation: the prefill length")
-    p.add_argument("--image-size", type=positive_int, default=None,
-                   help="image tasks: the square input's side (default: the config's image_size, else 224)")
-    p.add_argument("--audio-seconds", type=positive_float, default=1.0,
-                   help="audio tasks: the fixed clip length in seconds (default: 1.0)")
+    p.add_argument("--image-size", type=positive_ints, default=None, metavar="N[,N...]",
+                   help="image tasks: the square input's side (default: the config's image_size, else 224), or "
+                        "shape buckets '224,320': one file with a signature img_N per side, each checked "
+                        "(padding is not masked: runtime/buckets.py)")
+    p.add_argument("--audio-seconds", type=positive_floats, default=(1.0,), metavar="S[,S...]",
+                   help="audio tasks: the fixed clip length in seconds (default: 1.0), or shape buckets '1,2.5': "
+                        "a signature audio_<ms>ms per length, each checked")
     p.add_argument("--cache-len", type=positive_int, default=256,
                    help="text-generation: the decode graph's KV-cache rows (default: 256)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the example inputs (default: 0)")
@@ -149,9 +152,11 @@ def run(args: argparse.Namespace) -> int:
     progress.step(f"loading {model_dir.name} for {args.task}")
     from ..export.tasks import ExportError, Shapes, build_graphs
 
-    shapes = Shapes(seq_len=max(args.seq_len), image_size=args.image_size, audio_seconds=args.audio_seconds,
-                    cache_len=args.cache_len, seed=args.seed,
-                    buckets=args.seq_len if len(args.seq_len) > 1 else ())
+    images, clips = args.image_size or (), args.audio_seconds
+    shapes = Shapes(seq_len=max(args.seq_len), image_size=max(images) if images else None,
+                    audio_seconds=max(clips), cache_len=args.cache_len, seed=args.seed,
+                    buckets=args.seq_len if len(args.seq_len) > 1 else (),
+                    image_buckets=images if len(images) > 1 else (), audio_buckets=clips if len(clips) > 1 else ())
     try:
         graphs = build_graphs(args.task, model_dir, shapes)
     except ExportError as exc:

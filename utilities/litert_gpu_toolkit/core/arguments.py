@@ -84,6 +84,14 @@ def positive_float(text: str) -> float:
     return value
 
 
+def positive_floats(text: str) -> tuple[float, ...]:
+    """argparse type: one positive number, or several separated by commas ("1,2.5"): sorted, each once."""
+    parts = [part.strip() for part in str(text).split(",")]
+    if not all(parts):
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}")
+    return tuple(sorted({positive_float(part) for part in parts}))
+
+
 def seed(text: str) -> int:
     """argparse type: an integer >= 0 (numpy seeds cannot be negative)."""
     try:

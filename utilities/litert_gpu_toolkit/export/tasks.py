@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..runtime.buckets import bucket_name
+
 # ModelOutput fields a deployed graph never returns: per-layer stacks and caches (each is huge and unused)
 SKIPPED_FIELDS = ("hidden_states", "attentions", "cross_attentions", "encoder_hidden_states",
                   "encoder_attentions", "decoder_hidden_states", "decoder_attentions", "reshaped_hidden_states",
@@ -68,7 +70,9 @@ class Shapes:
     audio_seconds: float = 1.0
     cache_len: int = 256
     seed: int = 0
-    buckets: tuple = ()               # text: several sequence lengths, one signature each (`buckets.py`)
+    buckets: tuple = ()               # text: several sequence lengths, one signature each (runtime/buckets.py)
+    image_buckets: tuple = ()         # images: several square sides, img_<side>
+    audio_buckets: tuple = ()         # audio: several clip lengths in seconds, audio_<ms>ms
 
 
 def task_table() -> str:
@@ -285,10 +289,6 @@ def sentence_embedding(model, mode: str, normalise: bool, ready_mask: bool):
     return SentenceEmbedding().eval()
 
 
-def bucket_name(length: int) -> str:
-    return f"seq_{int(length)}"
-
-
 def build_graphs(task_name: str, model_dir: Path, shapes: Shapes) -> list[Graph]:
     """Load the model in `model_dir` for `task_name` and wrap it into the graphs to convert."""
     task = TASKS[task_name]
@@ -297,6 +297,10 @@ def build_graphs(task_name: str, model_dir: Path, shapes: Shapes) -> list[Graph]
     if shapes.buckets and task.inputs != "text":
         raise ExportError(f"--seq-len with several lengths (shape buckets) is for text tasks; {task_name} takes one"
                           + (" prefill length" if task.inputs == "tokens" else " input shape"))
+    for flag, given, kind in (("--image-size", shapes.image_buckets, "image"),
+                              ("--audio-seconds", shapes.audio_buckets, "audio")):
+        if given and task.inputs != kind:
+            raise ExportError(f"{flag} with several sizes (shape buckets) is for {kind} tasks; {task_name} is not one")
     if task.inputs == "tokens":
         from .generation import generation_graphs
 
@@ -310,7 +314,8 @@ def build_graphs(task_name: str, model_dir: Path, shapes: Shapes) -> list[Graph]
         notes.append(f"example text: {source}, padded to {shapes.seq_len}")
         signatures = None
         if shapes.buckets:
-            signatures = {bucket_name(n): text_inputs(model_dir, config, n, shapes.seed)[0] for n in shapes.buckets}
+            signatures = {bucket_name("seq", n): text_inputs(model_dir, config, n, shapes.seed)[0]
+                          for n in shapes.buckets}
             notes.append(f"shape buckets: {', '.join(signatures)} (one signature per length, weights shared)")
         call = text_call(model, inputs, notes)
         if task.name == "sentence-embedding":
@@ -320,11 +325,24 @@ def build_graphs(task_name: str, model_dir: Path, shapes: Shapes) -> list[Graph]
         else:
             module = named_outputs(model, call)
         return [Graph("model", module, inputs, notes, signatures)]
-    elif task.inputs == "image":
+    signatures = None
+    if task.inputs == "image":
         inputs = image_inputs(model, config, shapes.image_size, shapes.seed)
+        if shapes.image_buckets:
+            signatures = {bucket_name("img", n): image_inputs(model, config, n, shapes.seed)
+                          for n in shapes.image_buckets}
     else:
         inputs, notes = audio_inputs(model_dir, model, config, shapes.audio_seconds, shapes.seed)
+        if shapes.audio_buckets:
+            if "input_features" in inputs and getattr(config, "max_source_positions", None):
+                raise ExportError("--audio-seconds with several lengths: this encoder's input length is fixed by "
+                                  "its position table (max_source_positions); it takes one shape")
+            signatures = {bucket_name("audio", s): audio_inputs(model_dir, model, config, s, shapes.seed)[0]
+                          for s in shapes.audio_buckets}
+    if signatures:
+        notes.append(f"shape buckets: {', '.join(signatures)} (one signature per size, weights shared; padding "
+                     "is not masked -- see runtime/buckets.py)")
     if task.name == "automatic-speech-recognition" and getattr(config, "is_encoder_decoder", False):
         model = model.get_encoder()
         notes.append("encoder only (the decoder runs on the host or as its own graph)")
-    return [Graph("model", named_outputs(model), inputs, notes)]
+    return [Graph("model", named_outputs(model), inputs, notes, signatures)]
