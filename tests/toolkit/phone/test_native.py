@@ -153,7 +153,7 @@ def test_a_bucket_entry_runs_the_shortest_bucket_that_holds_it_zero_padded(runne
     outputs come back under the bucket that ran (samples stacked per bucket). The native runner (CPU, so no GPU is
     needed) and its Python twin agree; a length over the largest bucket is refused, naming both."""
     model = tmp_path / "buckets.tflite"
-    model.write_bytes(bucketed_add_model_bytes((4, 8)))
+    model.write_bytes(bucketed_add_model_bytes())
     run = run_native(model, {"seq_*": [_ramp(3), _ramp(6), _ramp(4)]}, accelerator="cpu", runner=runner)
     assert run.ok, run.error
     assert sorted(run.outputs) == ["seq_4", "seq_8"]
@@ -162,7 +162,7 @@ def test_a_bucket_entry_runs_the_shortest_bucket_that_holds_it_zero_padded(runne
     one = run_native(model, {"seq_*": _ramp(2)}, accelerator="cpu", runner=runner)
     np.testing.assert_array_equal(one.outputs["seq_4"]["out"], _padded(2, 4))
     too_long = run_native(model, {"seq_*": _ramp(9)}, accelerator="cpu", runner=runner)
-    assert not too_long.ok and "9 does not fit the largest bucket (8)" in too_long.error
+    assert not too_long.ok and "no seq_<N> bucket holds the entry's inputs" in too_long.error
 
     job = write_job(tmp_path / "twin", model, [("seq_*", _ramp(3)), ("seq_*", _ramp(6))], accelerator="cpu")
     code, _, records = _twin(job)
@@ -171,28 +171,42 @@ def test_a_bucket_entry_runs_the_shortest_bucket_that_holds_it_zero_padded(runne
     np.testing.assert_array_equal(records[1][1]["out"], _padded(6, 8))
     job = write_job(tmp_path / "twin_long", model, [("seq_*", _ramp(9))], accelerator="cpu")
     code, result, _ = _twin(job)
-    assert code == 2 and "9 tokens do not fit the largest bucket (8)" in result["error"]
+    assert code == 2 and "no seq_<N> bucket holds the entry's inputs" in result["error"]
 
 
 def test_a_bucket_entry_on_the_gpu_is_strict_and_padded(gpu, runner, tmp_path):
     model = tmp_path / "buckets.tflite"
-    model.write_bytes(bucketed_add_model_bytes((4, 8)))
+    model.write_bytes(bucketed_add_model_bytes())
     run = run_native(model, {"seq_*": [_ramp(5), _ramp(8)]}, runner=runner)
     assert run.ok, run.error
     assert residency(read_model_info(model), run).strict
     np.testing.assert_allclose(run.outputs["seq_8"]["out"], np.stack([_padded(5, 8), _padded(8, 8)]), atol=1e-3)
 
 
-def test_a_bucket_entry_needs_inputs_of_one_batch_length_shape(runner, tmp_path):
-    model = tmp_path / "buckets.tflite"
-    model.write_bytes(bucketed_add_model_bytes((4, 8)))
-    mixed = {"input_ids": np.ones((1, 3), np.float32), "attention_mask": np.ones((1, 2), np.float32)}
-    run = run_native(model, {"seq_*": mixed}, accelerator="cpu", runner=runner)
-    assert not run.ok and "must all be [batch, length] of one shape" in run.error
+def test_an_image_bucket_entry_pads_every_dimension_into_the_smallest_bucket_that_holds_it(runner, tmp_path):
+    """`img_*`: [1, 2, 3, 5] does not fit img_4 (5 > 4), so img_8 runs it; [1, 2, 4, 2] runs img_4; each padded at
+    the end of every dimension with zeros. Native runner and Python twin alike; a model without the family, or
+    without a bucket large enough, is refused."""
+    model = tmp_path / "images.tflite"
+    model.write_bytes(bucketed_add_model_bytes({"img_4": (1, 2, 4, 4), "img_8": (1, 2, 8, 8)}, names=("a", "b")))
+    rng = np.random.default_rng(0)
+    wide, small = (rng.standard_normal(s).astype(np.float32) for s in ((1, 2, 3, 5), (1, 2, 4, 2)))
+    run = run_native(model, {"img_*": [{"a": wide, "b": wide}, {"a": small, "b": small}]}, accelerator="cpu",
+                     runner=runner)
+    assert run.ok, run.error
+    np.testing.assert_array_equal(run.outputs["img_8"]["out"][0], np.pad(2 * wide, [(0, 0), (0, 0), (0, 5), (0, 3)]))
+    np.testing.assert_array_equal(run.outputs["img_4"]["out"][0], np.pad(2 * small, [(0, 0), (0, 0), (0, 0), (0, 2)]))
+    job = write_job(tmp_path / "twin", model, [("img_*", {"a": wide, "b": wide})], accelerator="cpu")
+    code, _, records = _twin(job)
+    assert code == 0 and records[0][0] == "img_8"
+    np.testing.assert_array_equal(records[0][1]["out"], np.pad(2 * wide, [(0, 0), (0, 0), (0, 5), (0, 3)]))
+    huge = np.ones((1, 2, 9, 9), np.float32)
+    run = run_native(model, {"img_*": {"a": huge, "b": huge}}, accelerator="cpu", runner=runner)
+    assert not run.ok and "no img_<N> bucket holds the entry's inputs" in run.error
     plain = tmp_path / "add.tflite"
     plain.write_bytes(add_model_bytes())
     run = run_native(plain, {"seq_*": _ramp(3)}, accelerator="cpu", runner=runner)
-    assert not run.ok and "no seq_<N> bucket signatures" in run.error
+    assert not run.ok and "the model has no seq_<N> bucket signatures" in run.error
 
 
 def test_timeout_kills_the_runner(runner, add_model, tmp_path):
@@ -443,6 +457,19 @@ def test_fuzz_output_folder_that_is_a_symlink_is_refused(fuzz_runner, add_model,
 def test_fuzz_usage(fuzz_runner, tmp_path, args):
     proc = _run(fuzz_runner, tmp_path, args=args)
     assert proc.returncode == 2 and "usage:" in proc.stderr
+
+
+@pytest.mark.parametrize("shape, expect", [((1, 2, 3, 5), 0), ((1, 2, 8, 8), 0), ((1, 2, 9, 1), 2), ((2, 2, 1, 1), 2),
+                                           ((1, 2, 0, 3), 0), ((2, 3), 2)])
+def test_fuzz_bucket_entries_pad_inside_the_tensor(fuzz_runner, tmp_path, shape, expect):
+    """The padding copy under ASan + UBSan: shapes that fit (an empty dimension too) run, the rest are refused."""
+    model = tmp_path / "images.tflite"
+    model.write_bytes(bucketed_add_model_bytes({"img_4": (1, 2, 4, 4), "img_8": (1, 2, 8, 8)}, names=("a", "b")))
+    x = np.ones(shape, np.float32)
+    job = write_job(tmp_path / "job", model, [("img_*", {"a": x, "b": x})], accelerator="cpu")
+    before = _snapshot(tmp_path, job / "out")
+    _check_clean(_run(fuzz_runner, job), job, job / "out", before, tmp_path, expect=(expect,),
+                 error_has=None if expect == 0 else "no img_<N> bucket holds")
 
 
 def test_fuzz_valid_job_still_runs(fuzz_runner, add_model, tmp_path):

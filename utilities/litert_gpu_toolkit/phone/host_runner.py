@@ -17,22 +17,36 @@ from pathlib import Path
 
 import numpy as np
 
-from .protocol import ANY_BUCKET, ProtocolError, read_manifest, write_outputs
+from .protocol import BUCKET_REQUESTS, ProtocolError, read_manifest, write_outputs
 
 
-def _bucket_entry(model, inputs: dict[str, np.ndarray]) -> tuple[str, dict[str, np.ndarray]]:
-    """An ANY_BUCKET entry as the native runner reads it: the shortest seq_<N> signature that holds the inputs'
-    length, each [batch, length] input zero-padded to [batch, N]. ValueError (a bad request) says why not."""
-    from ..runtime.buckets import buckets_of, pad_to_bucket, pick_bucket
-
-    shapes = {np.asarray(a).shape for a in inputs.values()}
-    if len(shapes) != 1 or len(next(iter(shapes))) != 2:
-        raise ValueError(f"a bucket entry's inputs must all be [batch, length] of one shape, not {sorted(shapes)}")
-    sizes = buckets_of(model.get_signature_list())
-    if not sizes:
-        raise ValueError("the model has no seq_<N> bucket signatures")
-    key = pick_bucket(sizes, next(iter(shapes))[1])
-    return key, pad_to_bucket(inputs, sizes[key])
+def _bucket_entry(model, family: str, inputs: dict[str, np.ndarray]) -> tuple[str, dict[str, np.ndarray]]:
+    """A bucket entry as the native runner reads it: of the signatures whose key starts with `family` ("seq_",
+    "img_", "audio_"), the smallest whose every input holds the entry's input of that name (same dtype and rank, no
+    dimension smaller), each input zero-padded at the end of every dimension. ValueError (a bad request) says why
+    not."""
+    best, in_family = None, 0
+    for key in model.get_signature_list():
+        if not key.startswith(family):
+            continue
+        in_family += 1
+        details = model.get_input_tensor_details(key)
+        if set(details) != set(inputs):
+            continue
+        shapes = {name: tuple(int(d) for d in details[name]["shape"]) for name in details}
+        holds = all(np.dtype(details[n]["dtype"]) == np.asarray(a).dtype and len(shapes[n]) == np.ndim(a)
+                    and all(g <= w for g, w in zip(np.shape(a), shapes[n])) for n, a in inputs.items())
+        size = sum(int(np.prod(s)) for s in shapes.values())
+        if holds and (best is None or size < best[0]):
+            best = (size, key, shapes)
+    if in_family == 0:
+        raise ValueError(f"the model has no {family}<N> bucket signatures")
+    if best is None:
+        given = ", ".join(f"{n!r} {list(np.shape(a))}" for n, a in inputs.items())
+        raise ValueError(f"no {family}<N> bucket holds the entry's inputs ({given})")
+    _, key, shapes = best
+    return key, {n: np.pad(np.asarray(a), [(0, w - g) for g, w in zip(np.shape(a), shapes[n])])
+                 for n, a in inputs.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,9 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     done = []
     for e, (key, inputs) in enumerate(entries):
         stage = f"run:{key}"
-        if key == ANY_BUCKET:
+        if key in BUCKET_REQUESTS:
             try:
-                key, inputs = _bucket_entry(model, inputs)
+                key, inputs = _bucket_entry(model, key[:-1], inputs)
             except ValueError as exc:
                 write_outputs(args.out, "bad_request", error=f"entry {e}: {exc}", stage=stage, compile_ms=compile_ms,
                               **common)

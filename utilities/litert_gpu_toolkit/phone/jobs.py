@@ -14,7 +14,7 @@ import numpy as np
 
 from ..runtime.compiled import (OUTSIDE_SIGNALS, STATUS_COMPILE_ERROR, STATUS_CRASH, STATUS_KILLED, STATUS_NO_GPU,
                                 STATUS_OK, STATUS_OPS_REJECTED, STATUS_RUN_ERROR, RunResult, parse_gpu_log)
-from .protocol import ANY_BUCKET, ProtocolError, read_outputs
+from .protocol import BUCKET_REQUESTS, ProtocolError, read_outputs
 
 CACHE_READ_LINE = "Initialized InferenceContext from serialized data"
 
@@ -45,8 +45,9 @@ def matched_to_model(model_path, entries: list[tuple[str, dict[str, np.ndarray]]
         for name, tensor in sig.inputs.items():
             try:
                 wanted[(sig.key, name)] = numpy_dtype(tensor.dtype)
-                if sig.key.startswith("seq_"):          # a bucket entry takes the buckets' dtypes (all alike)
-                    wanted.setdefault((ANY_BUCKET, name), numpy_dtype(tensor.dtype))
+                for request in BUCKET_REQUESTS:          # a bucket entry takes its family's dtypes (all alike)
+                    if sig.key.startswith(request[:-1]):
+                        wanted.setdefault((request, name), numpy_dtype(tensor.dtype))
             except TypeError:
                 continue
     return [(key, {name: np.asarray(arr, dtype=wanted.get((key, name), np.asarray(arr).dtype))
@@ -112,8 +113,8 @@ def fill_result(result: RunResult, out_dir: Path, returncode: int | None, log: s
         result.times.setdefault(key, []).extend(t / 1e3 for t in record["run_ms"])
         if result.first_run_s is None and record["run_ms"]:
             result.first_run_s = record["run_ms"][0] / 1e3          # the job's first entry runs first
-    if ANY_BUCKET in sampled:          # samples asked for by length are stacked per bucket that ran them
-        sampled = sampled | {key for key in rows if key.startswith("seq_")}
+    for request in set(BUCKET_REQUESTS) & sampled:     # samples asked for by size: stacked per bucket that ran them
+        sampled = sampled | {key for key in rows if key.startswith(request[:-1])}
     result.outputs = {key: {name: (np.stack(v) if key in sampled else v[-1]) for name, v in named.items()}
                       for key, named in rows.items()}
     result.run_s = {key: float(np.median(t)) for key, t in times.items()}

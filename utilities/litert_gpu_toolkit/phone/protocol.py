@@ -22,10 +22,12 @@ runs every entry `repeats` times, and writes
                                         "outputs": [{"name": NAME, "dtype": DTYPE, "shape": [...]}, ...]}, ...]}
     job/out/out_<e>_<o>.raw
 
-Shape buckets: an entry whose signature is "seq_*" (ANY_BUCKET) runs the shortest signature named `seq_<N>` with
-N >= its inputs' length -- every input [batch, length] alike, padded on the right with zeros to [batch, N] (token
-0, mask 0: a padded position is never attended to). Its record names the signature that ran, and its outputs are
-that bucket's, N long: the caller keeps the first `length` positions. A length no bucket holds is a bad request.
+Shape buckets: an entry whose signature is "seq_*", "img_*" or "audio_*" (BUCKET_REQUESTS) runs, of the model's
+signatures in that family (`export --seq-len / --image-size / --audio-seconds` with several sizes), the smallest
+whose every input holds the entry's input of that name -- same dtype and rank, no dimension smaller -- each input
+padded at the end of every dimension with zeros (text: token 0, mask 0, never attended to; images and audio: zeros
+the model sees, runtime/buckets.py). Its record names the signature that ran, and its outputs are that bucket's:
+the caller keeps the leading part. An entry no bucket holds is a bad request.
 
 `--cache-dir DIR` (a runner argument the host chooses, never a manifest field) turns on the GPU program cache in
 DIR, keyed by a hash of model.tflite's bytes and the precision (docs/performance.md).
@@ -50,7 +52,7 @@ PROTOCOL_VERSION = 2
 DTYPES = ("float32", "float16", "int32", "int64", "int16", "int8", "uint8", "bool")
 STATUSES = ("ok", "bad_request", "compile_failed", "run_failed")
 MAX_RANK = 8
-ANY_BUCKET = "seq_*"          # an entry's signature: the shortest seq_<N> bucket that holds its inputs
+BUCKET_REQUESTS = ("seq_*", "img_*", "audio_*")   # an entry's signature: the smallest bucket of that family
 MAX_RESULT_BYTES = 64 << 20
 
 

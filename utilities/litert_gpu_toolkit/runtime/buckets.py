@@ -22,7 +22,8 @@ What padding means differs by kind, and only text is exact:
     key = pick_bucket(sizes, len(ids))                   # "seq_32"
     feeds = pad_to_bucket({"input_ids": ids, "attention_mask": mask}, sizes[key])
 
-The native runner does the text case itself: a job entry whose signature is `seq_*` (phone/protocol.py).
+The native runner picks and pads a bucket itself: a job entry whose signature is `seq_*`, `img_*` or `audio_*`
+(phone/protocol.py).
 """
 from __future__ import annotations
 

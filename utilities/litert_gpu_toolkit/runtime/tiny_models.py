@@ -65,10 +65,12 @@ def add_model_bytes(shape: tuple[int, ...] = PROBE_SHAPE) -> bytes:
     return bytes(builder.Output())
 
 
-def bucketed_add_model_bytes(lengths: tuple[int, ...] = (4, 8)) -> bytes:
-    """A shape-bucket model without a converter: one subgraph and signature `seq_<N>` per length, each computing
-    `out = input_ids + attention_mask` on float32 [1, N] (so a padded position reads 0). Tests the runners' bucket
-    pick and padding (`phone/protocol.py`, ANY_BUCKET)."""
+def bucketed_add_model_bytes(buckets: dict[str, tuple[int, ...]] | None = None,
+                             names: tuple[str, str] = ("input_ids", "attention_mask")) -> bytes:
+    """A shape-bucket model without a converter: one subgraph and signature per bucket (key -> input shape; default
+    seq_4 [1, 4] and seq_8 [1, 8]), each computing `out = a + b` on float32 inputs named `names` (so a padded
+    position reads 0). Tests the runners' bucket pick and padding (`phone/protocol.py`, BUCKET_REQUESTS)."""
+    buckets = buckets or {"seq_4": (1, 4), "seq_8": (1, 8)}
     model = schema.ModelT()
     model.version = 3
     model.buffers = [schema.BufferT()]
@@ -77,13 +79,13 @@ def bucketed_add_model_bytes(lengths: tuple[int, ...] = (4, 8)) -> bytes:
     code.version = 1
     model.operatorCodes = [code]
     model.subgraphs, model.signatureDefs = [], []
-    for n in lengths:
+    for key, shape in buckets.items():
         graph = schema.SubGraphT()
-        graph.name = f"seq_{n}"
+        graph.name = key
         graph.tensors = []
-        for name in ("input_ids", "attention_mask", "out"):
+        for name in (*names, "out"):
             model.buffers.append(schema.BufferT())
-            graph.tensors.append(_tensor(name, (1, n), len(model.buffers) - 1))
+            graph.tensors.append(_tensor(name, shape, len(model.buffers) - 1))
         graph.inputs, graph.outputs = [0, 1], [2]
         op = schema.OperatorT()
         op.opcodeIndex, op.inputs, op.outputs = 0, [0, 1], [2]
@@ -91,8 +93,8 @@ def bucketed_add_model_bytes(lengths: tuple[int, ...] = (4, 8)) -> bytes:
         op.builtinOptions = schema.AddOptionsT()
         graph.operators = [op]
         sig = schema.SignatureDefT()
-        sig.signatureKey, sig.subgraphIndex = f"seq_{n}", len(model.subgraphs)
-        sig.inputs = _io_map({"input_ids": 0, "attention_mask": 1})
+        sig.signatureKey, sig.subgraphIndex = key, len(model.subgraphs)
+        sig.inputs = _io_map({names[0]: 0, names[1]: 1})
         sig.outputs = _io_map({"out": 2})
         model.subgraphs.append(graph)
         model.signatureDefs.append(sig)

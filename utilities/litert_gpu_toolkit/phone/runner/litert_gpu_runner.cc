@@ -64,9 +64,10 @@ constexpr size_t kMaxInputsPerEntry = 1024;
 constexpr size_t kMaxNameBytes = 4096;
 constexpr int64_t kMaxRepeats = 1000;
 constexpr int kMaxRank = 8;
-// An entry whose signature is this asks for a shape bucket: the shortest `seq_<N>` signature with N >= the
-// length (dimension 1) of its inputs, each [batch, length] input padded on the right with zeros to N.
-constexpr const char* kAnyBucket = "seq_*";
+// An entry whose signature is "<family>*" asks for a shape bucket: of the signatures whose key starts with the
+// family, the smallest whose every input holds the entry's (same rank, no dimension smaller), each input padded at
+// the end of every dimension with zeros.
+constexpr const char* kBucketFamilies[] = {"seq_", "img_", "audio_"};
 
 // ---------------------------------------------------------------------------------------------
 // A small JSON reader: exactly RFC 8259 (no comments, no trailing commas, no NaN), with a depth
@@ -827,43 +828,71 @@ bool PrepareOutDir(const std::string& out, std::string* error) {
   return true;
 }
 
-// The N of a signature key "seq_<N>" (digits only, N >= 1), or 0 when the key names no bucket.
-int64_t BucketSize(const char* key) {
-  if (!key || std::strncmp(key, "seq_", 4) != 0 || !key[4]) return 0;
-  int64_t n = 0;
-  for (const char* c = key + 4; *c; ++c) {
-    if (*c < '0' || *c > '9' || n > INT32_MAX / 10) return 0;
-    n = n * 10 + (*c - '0');
-  }
-  return n;
+// The family a bucket request names ("seq_*" -> "seq_", "img_*" -> "img_", "audio_*" -> "audio_"), or "" when the
+// entry names one signature.
+std::string BucketFamily(const std::string& signature) {
+  for (const char* family : kBucketFamilies)
+    if (signature == std::string(family) + "*") return family;
+  return "";
 }
 
-// The length a bucket entry asks for: dimension 1 of its inputs, which must all be [batch, length] alike.
-bool BucketLength(const Entry& entry, int64_t* length, std::string* error) {
-  if (entry.inputs.empty()) { *error = "a bucket entry needs inputs"; return false; }
-  const std::vector<int64_t>& first = entry.inputs[0].shape;
-  for (const auto& spec : entry.inputs) {
-    if (spec.shape.size() != 2 || spec.shape != first) {
-      *error = "a bucket entry's inputs must all be [batch, length] of one shape; " + Shown(spec.name) + " is " +
-               ShapeText(spec.shape);
+// Whether every input of `sig` holds the entry's input of the same name (same dtype and rank, no dimension
+// smaller); `elements` gets the signature's input elements, so the smallest bucket that holds the entry wins.
+bool Holds(LiteRtSignature sig, const Entry& entry, int64_t* elements) {
+  size_t n_in = 0;
+  if (LiteRtGetNumSignatureInputs(sig, &n_in) != kRunnerLiteRtOk || n_in != entry.inputs.size()) return false;
+  *elements = 0;
+  for (size_t j = 0; j < n_in; ++j) {
+    const char* name = nullptr;
+    LiteRtTensor tensor = nullptr;
+    TensorInfo info;
+    std::string ignored;
+    if (LiteRtGetSignatureInputName(sig, j, &name) != kRunnerLiteRtOk || !name ||
+        LiteRtGetSignatureInputTensorByIndex(sig, j, &tensor) != kRunnerLiteRtOk ||
+        !Describe(tensor, name, &info, &ignored))
       return false;
+    const InputSpec* spec = nullptr;
+    for (const auto& given : entry.inputs)
+      if (given.name == info.name) spec = &given;
+    if (!spec || spec->dtype != info.dtype || spec->shape.size() != info.shape.size()) return false;
+    int64_t count = 1;
+    for (size_t d = 0; d < info.shape.size(); ++d) {
+      if (spec->shape[d] > info.shape[d]) return false;
+      count *= info.shape[d];
     }
+    *elements += count;
   }
-  *length = first[1];
   return true;
 }
 
-// Copies `spec`'s raw file into a [batch, N] tensor laid out in `host`: each row of the file's [batch, L] at the
-// start of its row, the rest zero (a padded position carries token 0 and mask 0, so it is never attended to).
+// Copies `spec`'s raw file into the larger tensor `info` laid out in `host`: each innermost row of the file at
+// the start of its row, every dimension padded at its end with zeros (text: token 0 and mask 0, never attended
+// to; images and audio: zeros the model does see -- runtime/buckets.py).
 bool ReadPadded(const std::string& file, const InputSpec& spec, const TensorInfo& info, void* host,
                 std::string* error) {
-  size_t elem = info.dtype->size, rows = static_cast<size_t>(spec.shape[0]);
-  size_t have = static_cast<size_t>(spec.shape[1]) * elem, want = static_cast<size_t>(info.shape[1]) * elem;
-  std::vector<char> given(rows * have);
+  size_t elem = info.dtype->size, rank = spec.shape.size(), count = 1;
+  for (int64_t d : spec.shape) count *= static_cast<size_t>(d);
+  std::vector<char> given(count * elem);
   if (!ReadExactly(file, given.data(), given.size(), error)) return false;
   char* out = static_cast<char*>(host);
   std::memset(out, 0, info.bytes);
-  for (size_t r = 0; r < rows; ++r) std::memcpy(out + r * want, given.data() + r * have, have);
+  if (count == 0) return true;
+  if (rank == 0) {
+    std::memcpy(out, given.data(), elem);
+    return true;
+  }
+  size_t row = static_cast<size_t>(spec.shape[rank - 1]) * elem, rows = count / spec.shape[rank - 1];
+  std::vector<int64_t> index(rank - 1, 0);
+  for (size_t r = 0; r < rows; ++r) {
+    size_t dst = 0;
+    for (size_t d = 0; d + 1 < rank; ++d) dst = dst * info.shape[d] + index[d];
+    dst *= static_cast<size_t>(info.shape[rank - 1]);
+    std::memcpy(out + dst * elem, given.data() + r * row, row);
+    for (size_t d = rank - 1; d-- > 0;) {
+      if (++index[d] < spec.shape[d]) break;
+      index[d] = 0;
+    }
+  }
   return true;
 }
 
@@ -879,37 +908,42 @@ int RunEntry(const Args& args, const std::string& job, const Request& req, size_
   size_t sig_index = num_signatures;
   LiteRtSignature sig = nullptr;
   std::string chosen = entry.signature;
-  const bool bucket = entry.signature == kAnyBucket;
-  int64_t length = 0, best = 0, largest = 0;
-  if (bucket && !BucketLength(entry, &length, &error)) {
-    result->error = where + ": " + error;
-    return Finish(args.out, *result, kExitBadRequest);
-  }
+  const std::string family = BucketFamily(entry.signature);
+  const bool bucket = !family.empty();
+  int64_t best = 0;
+  size_t in_family = 0;
   for (size_t s = 0; s < num_signatures; ++s) {
     LiteRtSignature candidate = nullptr;
     const char* key = nullptr;
     if (LiteRtGetModelSignature(rt.model, s, &candidate) != kRunnerLiteRtOk ||
         LiteRtGetSignatureKey(candidate, &key) != kRunnerLiteRtOk || !key)
       continue;
-    if (!bucket && entry.signature == key) {
-      sig_index = s;
-      sig = candidate;
-      break;
+    if (!bucket) {
+      if (entry.signature == key) {
+        sig_index = s;
+        sig = candidate;
+        break;
+      }
+      continue;
     }
-    int64_t n = bucket ? BucketSize(key) : 0;
-    if (n > largest) largest = n;
-    if (n >= length && n > 0 && (!sig || n < best)) {
+    if (std::strncmp(key, family.c_str(), family.size()) != 0) continue;
+    ++in_family;
+    int64_t elements = 0;
+    if (Holds(candidate, entry, &elements) && (!sig || elements < best)) {
       sig_index = s;
       sig = candidate;
-      best = n;
+      best = elements;
       chosen = key;
     }
   }
   if (!sig) {
+    std::string shapes;
+    for (const auto& spec : entry.inputs) shapes += (shapes.empty() ? "" : ", ") + Shown(spec.name) + " " +
+                                                    ShapeText(spec.shape);
     result->error = where + (!bucket ? ": the model has no such signature"
-                             : largest == 0 ? ": the model has no seq_<N> bucket signatures"
-                                            : ": " + std::to_string(length) + " does not fit the largest bucket (" +
-                                                  std::to_string(largest) + ")");
+                             : in_family == 0 ? ": the model has no " + family + "<N> bucket signatures"
+                                              : ": no " + family + "<N> bucket holds the entry's inputs (" + shapes +
+                                                    ")");
     return Finish(args.out, *result, kExitBadRequest);
   }
   result->stage = "run:" + chosen;
@@ -946,9 +980,7 @@ int RunEntry(const Args& args, const std::string& job, const Request& req, size_
       return Finish(args.out, *result, kExitBadRequest);
     }
     const InputSpec& spec = entry.inputs[given];
-    // a bucket's input is [batch, N]; the entry's [batch, L <= N] is padded into it
-    const bool pad = bucket && info.shape.size() == 2 && spec.shape.size() == 2 && spec.shape[0] == info.shape[0] &&
-                     spec.shape[1] <= info.shape[1];
+    const bool pad = bucket;   // Holds() checked that the bucket's input holds the entry's: padded into it
     if (spec.dtype != info.dtype || (spec.shape != info.shape && !pad)) {
       result->error = where + ": input " + Shown(info.name) + " is " + spec.dtype->name + " " +
                      ShapeText(spec.shape) + " in the manifest; the model takes " + info.dtype->name + " " +
