@@ -64,6 +64,19 @@ def test_build_is_idempotent(runner):
     assert proc.returncode == 2 and "usage: litert_gpu_runner" in proc.stderr
 
 
+def test_the_runner_links_against_an_older_runtime(tmp_path):
+    """Built against the oldest GPU wheel's libLiteRt.so (its side environment, the one the fast lane already
+    uses): the C API calls it lacks are weak, so it links and starts; the binary lives apart from the default one."""
+    from litert_gpu_toolkit.phone.native import runtime_lib_dir
+    from litert_gpu_toolkit.runtime.versions import OLDEST_WITH_GPU
+
+    assert runtime_lib_dir(OLDEST_WITH_GPU) != runtime_lib_dir()
+    binary = build_host_runner(tmp_path, runtime=OLDEST_WITH_GPU)
+    assert binary.parent.name == f"runtime-{OLDEST_WITH_GPU}"
+    proc = subprocess.run([str(binary)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "usage: litert_gpu_runner" in proc.stderr
+
+
 def test_native_matches_python_on_the_cpu(runner, add_model):
     report = compare_native_with_python(add_model, {"serving_default": _samples(3)}, settings=(("cpu", False),))
     assert report["cpu"]["residency"] == "CPU: 1 ops (no GPU involved)"

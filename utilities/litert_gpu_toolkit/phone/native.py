@@ -46,8 +46,17 @@ class NativeRunnerError(DeviceError, RuntimeError):
     """The native runner cannot be built or started here (no compiler, no libLiteRt.so): exit 2 in verify scripts."""
 
 
-def runtime_lib_dir() -> Path:
-    """The folder of the installed ai_edge_litert package, which holds libLiteRt.so and the GPU accelerator."""
+def runtime_lib_dir(runtime: str | None = None) -> Path:
+    """The folder of the ai_edge_litert package, which holds libLiteRt.so and the GPU accelerator: the installed
+    one, or that of ai-edge-litert `runtime` in its side environment (made on first use, runtime/versions.py)."""
+    if runtime is not None:
+        from ..runtime.versions import side_runtime
+
+        env = side_runtime(runtime).python.parent.parent
+        found = sorted(env.glob("lib*/python*/site-packages/ai_edge_litert/libLiteRt.so"))
+        if not found:
+            raise NativeRunnerError(f"ai-edge-litert {runtime}'s side environment holds no libLiteRt.so")
+        return found[0].parent
     spec = importlib.util.find_spec("ai_edge_litert")
     locations = list(spec.submodule_search_locations or []) if spec else []
     for folder in map(Path, locations):
@@ -93,11 +102,16 @@ def _stamp(compiler: str, lib_dir: Path, flags: tuple[str, ...]) -> str:
 
 
 def build_host_runner(build_dir: Path | None = None, *, force: bool = False, verbose: bool = False,
-                      sanitize: bool = False) -> Path:
+                      sanitize: bool = False, runtime: str | None = None) -> Path:
     """Compile the runner for this machine (if not up to date) and return the binary's path. `sanitize`: the
-    ASan + UBSan build the fuzz test runs (a separate binary; run it with SANITIZER_ENV)."""
+    ASan + UBSan build the fuzz test runs (a separate binary; run it with SANITIZER_ENV). `runtime`: link it
+    against that ai-edge-litert version's libLiteRt.so instead of the installed one (its own folder under the
+    build folder): what a C / C++ app on that version runs. The C API of 2.2.0 and later fits the runner; 2.1.x's
+    builds but refuses to load a model (measured: `scripts/native_on_runtime.py`)."""
     build_dir = Path(build_dir or default_build_dir())
-    lib_dir = runtime_lib_dir()
+    if runtime is not None:
+        build_dir = build_dir / f"runtime-{runtime}"
+    lib_dir = runtime_lib_dir(runtime)
     compiler = find_compiler()
     build_dir.mkdir(parents=True, exist_ok=True)
     flags = SANITIZE_FLAGS if sanitize else FLAGS
@@ -164,18 +178,22 @@ class LocalTransport:
 
 
 def run_native(model_path, inputs: dict, *, accelerator: str = "gpu", enforce_f32: bool = False, repeats: int = 1,
-               timeout: float = 1800.0, runner: Path | None = None, cache_dir: Path | None = None) -> RunResult:
+               timeout: float = 1800.0, runner: Path | None = None, cache_dir: Path | None = None,
+               runtime: str | None = None) -> RunResult:
     """Run `inputs` ({signature: {name: array} or a list of samples}) through the native runner on this machine:
     strict GPU-only compile (accelerator "gpu") or LiteRT's CPU path ("cpu"), one compile for everything.
     `cache_dir` (an existing folder) turns on the GPU program cache there: the first compile writes the model's
-    compiled programs, later ones read them (`RunResult.cache` says which; docs/performance.md)."""
+    compiled programs, later ones read them (`RunResult.cache` says which; docs/performance.md). `runtime`: the
+    runner built against that ai-edge-litert version (`build_host_runner`); the result names it."""
     from . import run_job
 
     if cache_dir is not None and not Path(cache_dir).is_dir():
         raise NativeRunnerError(f"the GPU program cache folder {cache_dir} does not exist")
-    runner = Path(runner) if runner else build_host_runner()
-    return run_job(LocalTransport(runner, cache_dir), model_path, inputs, accelerator=accelerator,
-                   enforce_f32=enforce_f32, repeats=repeats, timeout=timeout)
+    runner = Path(runner) if runner else build_host_runner(runtime=runtime)
+    run = run_job(LocalTransport(runner, cache_dir), model_path, inputs, accelerator=accelerator,
+                  enforce_f32=enforce_f32, repeats=repeats, timeout=timeout)
+    run.runtime = runtime
+    return run
 
 
 def main(argv: list[str] | None = None) -> int:

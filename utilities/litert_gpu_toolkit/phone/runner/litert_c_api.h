@@ -107,8 +107,9 @@ LiteRtStatus LiteRtCreateCompiledModel(LiteRtEnvironment environment, LiteRtMode
                                        LiteRtCompiledModel* compiled_model);
 void LiteRtDestroyCompiledModel(LiteRtCompiledModel compiled_model);
 LiteRtStatus LiteRtCompiledModelIsFullyAccelerated(LiteRtCompiledModel compiled_model, bool* fully_accelerated);
-LiteRtStatus LiteRtCompiledModelIsNonCpuFullyAccelerated(LiteRtCompiledModel compiled_model,
-                                                         bool* fully_accelerated);
+// Weak: LiteRT before 2.3 has no such call, and the runner still links and runs there (the fact is then unknown).
+__attribute__((weak)) LiteRtStatus LiteRtCompiledModelIsNonCpuFullyAccelerated(LiteRtCompiledModel compiled_model,
+                                                                              bool* fully_accelerated);
 // The requirements stay owned by the compiled model.
 LiteRtStatus LiteRtGetCompiledModelInputBufferRequirements(LiteRtCompiledModel compiled_model,
                                                            size_t signature_index, size_t input_index,

@@ -1210,7 +1210,8 @@ int Run(const Args& args) {
   bool fully = false, gpu_fully = false;
   if (LiteRtCompiledModelIsFullyAccelerated(rt.compiled, &fully) == kRunnerLiteRtOk)
     result.fully_accelerated = fully ? 1 : 0;
-  if (LiteRtCompiledModelIsNonCpuFullyAccelerated(rt.compiled, &gpu_fully) == kRunnerLiteRtOk)
+  if (LiteRtCompiledModelIsNonCpuFullyAccelerated != nullptr &&
+      LiteRtCompiledModelIsNonCpuFullyAccelerated(rt.compiled, &gpu_fully) == kRunnerLiteRtOk)
     result.gpu_fully_accelerated = gpu_fully ? 1 : 0;
   std::fprintf(stderr, "litert_gpu_runner: compiled for %s%s in %.1f ms; fully accelerated: %s; "
                "fully on a non-CPU accelerator: %s\n", result.accelerator,
