@@ -8,7 +8,9 @@
 
 Each graph (default: the float graph of every recipe found under models/*/*/converted/artifacts/, built by the
 recipe's export script) is checked with `check --runtime` semantics: strict GPU-only under each version, seeded
-random inputs, compared with the installed runtime's CPU outputs. --record merges the results into
+random inputs -- or `<graph stem>_inputs.npz` beside the graph where a recipe writes its real inputs (SmolLM2's
+dump_llm_ref.py: a random mask and random rotary tables mean nothing) -- compared with the installed runtime's CPU
+outputs. --record merges the results into
 docs/data/runtime_recipes.json (per graph and version: verdict, residency, lowest fp16 corr, rejected ops) and
 regenerates the table in docs/runtime-walls.md, whose "minimum runtime" column is the oldest version measured from
 which every later one PASSes.
@@ -57,8 +59,10 @@ def measure(graphs: list[Path], versions: list[str], timeout: float) -> dict:
     out = {}
     for i, path in enumerate(graphs, 1):
         name = path.relative_to(ROOT).as_posix()
-        print(f"[{i}/{len(graphs)}] {name}", flush=True)
-        matrix = runtime_matrix(path, versions, timeout=timeout, skip_unusable=True)
+        own = path.with_name(f"{path.stem}_inputs.npz")     # a recipe's real inputs where random ones mean nothing
+        print(f"[{i}/{len(graphs)}] {name}" + (f" on {own.name}" if own.is_file() else ""), flush=True)
+        matrix = runtime_matrix(path, versions, timeout=timeout, skip_unusable=True,
+                                inputs=str(own) if own.is_file() else None)
         out[name] = {}
         for row in matrix.rows:
             rep = row.report

@@ -92,10 +92,18 @@ def main() -> int:
              logits=np.stack(logits), texts=np.array(texts), config=json.dumps(config),
              eos=np.array(sorted(e for e in eos if e is not None), np.int32))
     tokenizer.save_pretrained(args.ref.parent / "tokenizer")
+    # Each graph's inputs for the first prompt, beside the graphs: `check --inputs` and scripts/runtime_matrix.py
+    # use them, since random inputs mean nothing to these graphs (a random mask, random rotary tables). The decode
+    # step starts from an empty cache: its own row is the only one written.
+    dims = D.Dims.of(lm.config)
+    np.savez(args.ref.parent / "prefill_inputs.npz", **D.prefill_inputs(dims, ids[0], args.length))
+    np.savez(args.ref.parent / "decode_inputs.npz", **D.decode_inputs(dims, int(tokens[0][0]), len(ids[0])),
+             **D.empty_cache(dims))
     for q, text in zip(prompts, texts):
         print(f"  {q!r} -> {text!r}")
     print(f"wrote {args.ref} ({len(prompts)} prompts of {lengths.min()}-{lengths.max()} tokens, {args.steps} decode "
-          f"steps) and {args.ref.parent / 'tokenizer'} in {time.perf_counter() - start:.0f} s")
+          f"steps), {args.ref.parent / 'tokenizer'} and the graphs' inputs (prefill_inputs.npz, decode_inputs.npz) "
+          f"in {time.perf_counter() - start:.0f} s")
     return 0
 
 
