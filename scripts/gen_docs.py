@@ -524,7 +524,8 @@ def render_runtime_recipes(data: dict) -> str:
     commands = data.get("commands") or [data.get("command", "scripts/runtime_matrix.py")]
     lines = ["Measured by " + "; then ".join(f"`{c}`" for c in commands) + " (a later run's cells replace an "
              "earlier one's). Each graph checked strict GPU-only against the installed runtime's CPU, on seeded random "
-             "inputs or, where its recipe writes them (SmolLM2's prefill and decode), on the recipe's own; the zoo rows are the CI subset's files, converted once, checked against torch under "
+             "inputs or, where its recipe writes them (SmolLM2's prefill and decode), on the recipe's own; "
+             "the zoo rows are the CI subset's files, converted once, checked against torch under "
              "each version. Minimum runtime: the oldest version measured from which every later one PASSes.", "",
              "| graph | minimum runtime | " + " | ".join(versions) + " |", "|---|---|" + "---|" * len(versions)]
     for name, per in sorted(data["graphs"].items()):

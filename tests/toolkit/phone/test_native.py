@@ -508,6 +508,7 @@ def test_cli_build_native_and_run_on_host_native(gpu, runner, add_model):
                           env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.splitlines()[:2] == ["GPU residency: 1/1 ops, 1 partition (strict GPU)", "status: ok"]
+    assert proc.stdout.splitlines()[2].startswith("init (compile) ") and "9 runs)" in proc.stdout   # --runs 10
 
 
 def test_program_cache_is_written_then_read_and_keyed_by_the_model(gpu, runner, add_model, tmp_path):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.arguments import positive_int
 from ..core.errors import DeviceError
 from ..phone import PhoneError, load_registry, push_runner, run_on_phone
 
@@ -29,6 +30,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="phone name from devices.json (default pixel8); run also takes host-native (this machine)")
     p.add_argument("--inputs", type=Path, help="run: .npz of input arrays by input name (default: zeros)")
     p.add_argument("--fp32", action="store_true", help="run: GPU with enforce_f32")
+    p.add_argument("--runs", type=positive_int, default=10,
+                   help="run: runs after the compile (default 10): the first is the cold one, the rest give the "
+                        "steady median")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -85,12 +89,20 @@ def run(args: argparse.Namespace) -> int:
         if native:
             from ..phone.native import run_native
 
-            result = run_native(args.path, {sig.key: named}, enforce_f32=args.fp32)
+            result = run_native(args.path, {sig.key: named}, enforce_f32=args.fp32, repeats=args.runs)
         else:
-            result = run_on_phone(args.path, {sig.key: named}, args.device, enforce_f32=args.fp32)
+            result = run_on_phone(args.path, {sig.key: named}, args.device, enforce_f32=args.fp32,
+                                  repeats=args.runs)
     except (PhoneError, DeviceError, InvalidModelError, InputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(residency_line(info, result))
     print(f"status: {result.status}" + (f" ({result.error})" if result.error else ""))
+    times = result.times.get(sig.key) or []
+    if result.ok and times:
+        from .benchmark import latency_ms
+
+        lat = latency_ms(result.compile_s, times, warmup=0)
+        print(f"init (compile) {lat['init']} ms; first run {lat['first_inference']} ms; steady median "
+              f"{lat['median']} ms (p5 {lat['p5']}, p95 {lat['p95']}, {max(len(times) - 1, 1)} runs)")
     return 0 if result.ok else 1
