@@ -581,7 +581,8 @@ def _nm(gpu_ops, total, partitions) -> str:
 
 def render_leaderboard(data: dict, published: dict) -> str:
     """docs/performance.md: the leaderboard's GPU rows (a Pixel 9 Pro and a Galaxy S25 Ultra) beside ours."""
-    lines = [f"`{data.get('command', 'scripts/leaderboard.py').strip()}`. Theirs: LiteRT's device-farm board "
+    commands = list(dict.fromkeys(r.get("command", "scripts/leaderboard.py") for r in data["rows"].values()))
+    lines = ["Measured by " + "; ".join(f"`{c.strip()}`" for c in commands) + ". Theirs: LiteRT's device-farm board "
              f"({published['source']} at {published['source_commit'][:12]}; benchmark_model "
              f"{published['rows'][0]['runtime_version']}, GPU rows of a Pixel 9 Pro and a Galaxy S25 Ultra, latency "
              "in ms on the Pixel). Ours: the same architecture at the same input shape (weights: "

@@ -131,6 +131,20 @@ ROWS = [
 BY_NAME = {r.name: r for r in ROWS}
 
 
+def recorded_command(argv: list[str]) -> str:
+    """The command line as the record keeps it: --keep's folder left out (where the files went changes nothing
+    measured, and it is a path of this machine)."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--keep":
+            skip = True
+        elif not arg.startswith("--keep="):
+            kept.append(arg)
+    return "scripts/leaderboard.py " + " ".join(kept)
+
+
 def _summary(result) -> dict:
     from litert_gpu_toolkit.convert.result import _min_corr
 
@@ -203,12 +217,13 @@ def main(argv=None) -> int:
                 found = {"what": BY_NAME[name].what, "file": BY_NAME[name].file,
                          "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
             found["date"] = f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d}"
+            found["command"] = recorded_command(argv if argv is not None else sys.argv[1:])
             data["rows"][name] = found
             print(f"  plain {found.get('plain', {}).get('verdict')} {found.get('plain', {}).get('residency')}; "
                   f"convert_for_gpu {found.get('ours', {}).get('verdict')} {found.get('ours', {}).get('residency')} "
                   f"corr {found.get('ours', {}).get('min_corr')} {found.get('error', '')}", flush=True)
             if args.record:
-                data["command"] = "scripts/leaderboard.py " + " ".join(argv if argv is not None else sys.argv[1:])
+                data.pop("command", None)          # each row names the command that measured it
                 write_text_atomic(RECORD, json.dumps(data, indent=1, sort_keys=True) + "\n")
     if args.record:
         subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_docs.py")], check=True)
