@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("leaderboard", ROOT / "scripts" / "leaderboard.py")
 leaderboard = importlib.util.module_from_spec(spec)
+sys.modules["leaderboard"] = leaderboard          # its dataclasses look their module up there
 spec.loader.exec_module(leaderboard)
 
 
