@@ -94,11 +94,16 @@ def main() -> int:
     tokenizer.save_pretrained(args.ref.parent / "tokenizer")
     # Each graph's inputs for the first prompt, beside the graphs: `check --inputs` and scripts/runtime_matrix.py
     # use them, since random inputs mean nothing to these graphs (a random mask, random rotary tables). The decode
-    # step starts from an empty cache: its own row is the only one written.
+    # step continues from the prompt's KV cache, computed by the prefill graph's torch module.
+    import torch
+
     dims = D.Dims.of(lm.config)
-    np.savez(args.ref.parent / "prefill_inputs.npz", **D.prefill_inputs(dims, ids[0], args.length))
-    np.savez(args.ref.parent / "decode_inputs.npz", **D.decode_inputs(dims, int(tokens[0][0]), len(ids[0])),
-             **D.empty_cache(dims))
+    prefill = D.prefill_inputs(dims, ids[0], args.length)
+    with torch.no_grad():
+        cache = {k: v.numpy() for k, v in D.Prefill(D.Decoder(lm)).eval()(**D.to_torch(prefill)).items()
+                 if k != "logits"}
+    np.savez(args.ref.parent / "prefill_inputs.npz", **prefill)
+    np.savez(args.ref.parent / "decode_inputs.npz", **D.decode_inputs(dims, int(tokens[0][0]), len(ids[0])), **cache)
     for q, text in zip(prompts, texts):
         print(f"  {q!r} -> {text!r}")
     print(f"wrote {args.ref} ({len(prompts)} prompts of {lengths.min()}-{lengths.max()} tokens, {args.steps} decode "
