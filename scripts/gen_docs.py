@@ -24,6 +24,7 @@ Blocks (name: source -> where):
             -> docs/runtime-walls.md
   runtime_recipes  docs/data/runtime_recipes.json (python scripts/runtime_matrix.py --record) -> docs/runtime-walls.md
   program_cache  docs/data/program_cache.json (python scripts/measure_program_cache.py --record) -> docs/performance.md
+  plan_cost      docs/data/plan_cost.json (python scripts/measure_plan_cost.py --record) -> docs/performance.md
   buckets   docs/data/buckets.json (python scripts/measure_buckets.py --record) -> docs/performance.md
   leaderboard  docs/data/leaderboard.json (.venv-zoo/bin/python scripts/leaderboard.py --record) beside
             docs/data/leaderboard_published.json -> docs/performance.md
@@ -557,6 +558,22 @@ def render_program_cache(data: dict) -> str:
     return "\n".join(lines)
 
 
+def render_plan_cost(data: dict) -> str:
+    """docs/performance.md: each precision plan's chain beside its whole graph in fp16 and fp32."""
+    lines = ["Measured by " + "; ".join(f"`{c}`" for c in dict.fromkeys(r["command"] for r in data["plans"].values()))
+             + ". Per sample, medians over the rounds; each round runs the three in turn on the same inputs.", "",
+             "| plan | device | whole graph fp16 | whole graph fp32 | chain | chain / fp16 | chain / fp32 | date |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, row in sorted(data["plans"].items()):
+        ms = row["ms_per_sample"]
+        cell = (lambda v: "-" if v is None else f"{v:.1f} ms")
+        ratio = (lambda v: "-" if v is None else f"{v:.2f}x")
+        lines.append(f"| {name.split('@')[0].split('models/', 1)[-1]} | {row['device']}, ai-edge-litert "
+                     f"{row['runtime_version']} | {cell(ms['fp16'])} | {cell(ms['fp32'])} | {cell(ms['chain'])} | "
+                     f"{ratio(row['chain_over_fp16'])} | {ratio(row['chain_over_fp32'])} | {row['date']} |")
+    return "\n".join(lines)
+
+
 def render_buckets(d: dict) -> str:
     """docs/performance.md: the size of one bucketed file against one bucket and against separate files."""
     b, alone = d["bucketed"], d["alone_bytes"]
@@ -624,7 +641,8 @@ def _performance(update) -> None:
                render_leaderboard(json.loads(board.read_text()), json.loads(published.read_text())),
                "## The published GPU leaderboard, reproduced")
     for name, render, heading in (("buckets", render_buckets, "## Shape buckets"),
-                                  ("program_cache", render_program_cache, "## The GPU program cache")):
+                                  ("program_cache", render_program_cache, "## The GPU program cache"),
+                                  ("plan_cost", render_plan_cost, "## What a precision plan costs")):
         source = ROOT / "docs" / "data" / f"{name}.json"
         if source.exists():
             update(ROOT / "docs" / "performance.md", name, f"docs/data/{name}.json",

@@ -66,3 +66,23 @@ def test_gpu_plan_matches_torch_where_fp16_does_not(gpu, tmp_path):
     m = plan.measure((x,), model, repeats=2)
     assert m.corr_fp16 < 0.999 <= m.corr_chain, m.summary()
     assert m.corr_fp32 > 0.9999 and m.ms_chain > 0 and m.ms_fp16 > 0 and m.ms_fp32 > 0, m.summary()
+
+
+@pytest.mark.gpu
+def test_a_recipe_plan_costs_its_chain_against_both_whole_graphs(gpu, tmp_path):
+    """recipe.plans.plan_cost: the chain, the whole graph in fp16 and in fp32, in turn for each round on the same
+    samples; medians per sample and the chain's ratio to each (scripts/measure_plan_cost.py records them)."""
+    from pathlib import Path
+
+    from litert_gpu_toolkit.recipe.plans import plan_cost
+
+    torch.manual_seed(0)
+    model, x = Chain().eval(), torch.randn(1, 8, 256)
+    plan = plan_precision(model, (x,), ["pre"], [1], tmp_path)
+    row = plan_cost(plan.save(tmp_path / "plan.json"), Path(plan.whole), [(x.numpy(),), (2 * x.numpy(),)],
+                    "host-gpu", rounds=2)
+    assert not row["failed"], row
+    ms = row["ms_per_sample"]
+    assert all(ms[k] > 0 for k in ("fp16", "fp32", "chain")), row
+    assert row["chain_over_fp16"] == round(ms["chain"] / ms["fp16"], 3) and row["rounds"] == 2
+    assert "(fp32)" in row["residency"]["chain"] and "strict GPU" in row["residency"]["fp16"]

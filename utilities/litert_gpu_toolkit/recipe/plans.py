@@ -112,3 +112,38 @@ def run_plan(plan_json: Path, samples: list, device: str, how: str) -> PlanRun:
         fed = list(next(iter(run.outputs[sig.key].values())))     # stacked over samples: one row each
     done.outputs = fed
     return done
+
+
+def plan_cost(plan_json: Path, whole: Path, samples: list, device: str = "host-gpu", *, rounds: int = 3,
+              how: str = "") -> dict:
+    """What a precision plan costs, side by side in one process: per sample, the whole graph in fp16 on `device`,
+    the whole graph in fp32 on its fp32 twin, and the plan's chain (its fp32 part there, the rest on `device`),
+    taken in turn for `rounds` rounds; medians over the rounds, and the chain's ratio to each whole graph. A run
+    that fails is named and leaves its figure out (None), never a guess. Wall times of this machine: compare the
+    ratios, not the milliseconds."""
+    import statistics
+
+    info = load_model(whole, how)
+    sig = info.signatures[0]
+    feeds = [dict(zip(sig.inputs, sample)) for sample in samples]
+    times: dict[str, list[float]] = {"fp16": [], "fp32": [], "chain": []}
+    lines, failed = {}, {}
+    for _ in range(rounds):
+        for name, where in (("fp16", device), ("fp32", FP32_DEVICE[device])):
+            run = run_on_device(whole, {sig.key: feeds}, where)
+            lines[name] = residency(info, run).line
+            if run.ok:
+                times[name].append(run.run_s[sig.key])
+            else:
+                failed[name] = f"{run.status}: {(run.error or '')[:200]}"
+        chain = run_plan(plan_json, samples, device, how)
+        lines["chain"] = chain.line
+        if chain.ok:
+            times["chain"].append(chain.run_s)
+        else:
+            failed["chain"] = "a part failed: " + chain.line
+    ms = {k: round(1e3 * statistics.median(v), 3) if v else None for k, v in times.items()}
+    ratio = {f"chain_over_{k}": round(ms["chain"] / ms[k], 3) if ms["chain"] and ms[k] else None
+             for k in ("fp16", "fp32")}
+    return {"ms_per_sample": ms, **ratio, "rounds": rounds, "samples": len(samples), "device": device,
+            "residency": lines, "failed": failed}
