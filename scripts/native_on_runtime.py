@@ -22,15 +22,12 @@ sys.path.insert(0, str(ROOT / "utilities"))
 
 
 def lowest_corr(run, ref, key: str) -> float | None:
-    import numpy as np
+    """The lowest output correlation of `run` against `ref` (core.metrics.compare), None unless both ran."""
+    from litert_gpu_toolkit.core.metrics import compare
 
     if not (run.ok and ref.ok):
         return None
-    corrs = []
-    for name, got in run.outputs[key].items():
-        a, b = np.ravel(got).astype(np.float64), np.ravel(ref.outputs[key][name]).astype(np.float64)
-        corrs.append(1.0 if np.array_equal(a, b) else float(np.corrcoef(a, b)[0, 1]))
-    return min(corrs)
+    return min(compare(got, ref.outputs[key][name]).corr for name, got in run.outputs[key].items())
 
 
 def main() -> int:
