@@ -134,6 +134,29 @@ def test_table_is_generated_from_results(tmp_path):
     assert "| timm | 1 | 0 | 0 |" in table and "rejected ABS" in table
 
 
+def test_weights_mode_table_states_its_own_floor_and_the_weights_line():
+    """A weights mode's headline names the mode and its corr floor (not the float mode's 0.999), and every row
+    says which weights were quantized and which stayed float."""
+    from litert_gpu_toolkit.quantize.plan import DEFAULT_MIN_CORR
+
+    row = _row("vit", "PASS", "transformers")
+    row.gpu.weights = "int8: 14 of 14 weight tensors (14 int8 per channel on the op (dynamic-range))"
+    env = {"ai-edge-litert": "2.3.0", "gpu": "llvmpipe (LLVM)", "gpu_is_software": True, "weights": "int8"}
+    table = render_table({"vit": row}, env)
+    assert "with int8 weights" in table.splitlines()[0]
+    assert f"weights='int8'): 1/1 PASS" in table and f"corr >= {DEFAULT_MIN_CORR['int8']:g}" in table
+    assert "corr >= 0.999 vs torch" not in table
+    assert "14 of 14 weight tensors" in table and "--weights int8" in table
+
+
+@pytest.mark.parametrize("mode", ["fp16", "int8"])
+def test_committed_weights_readmes_match_their_results(mode):
+    data = json.loads((ROOT / "zoo" / f"weights_{mode}" / "results.json").read_text())
+    rows = {d["name"]: row_from_dict(d) for d in data["rows"]}
+    assert data["environment"]["weights"] == mode
+    assert render_table(rows, data["environment"]).rstrip() in (ROOT / "zoo" / f"weights_{mode}" / "README.md").read_text()
+
+
 def test_committed_readme_matches_committed_results():
     data = json.loads((ROOT / "zoo" / "results.json").read_text())
     rows = {d["name"]: row_from_dict(d) for d in data["rows"]}
