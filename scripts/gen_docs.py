@@ -351,6 +351,12 @@ def render_spectral(entry: dict) -> str:
     if loud:
         lines += ["", f"At the loudest 1% of the 2x full-scale tone's log-mel bins the largest error is "
                       f"{loud['plain']:.3g} plain and {loud['prescaled']:.3g} with `prescale=16`."]
+    peak = rows.get("peak_scaled_logmel")
+    if peak:
+        lines += ["", "Whisper's log10-mel with a fixed scale against `scale='peak'` (largest error over all bins, "
+                      "log10 units): a -40 dBFS input "
+                      f"{peak['quiet_fixed']:.3g} fixed, {peak['quiet_peak']:.3g} peak; a +18 dBFS input "
+                      f"{peak['loud_fixed']:.3g} fixed, {peak['loud_peak']:.3g} peak."]
     return "\n".join(lines)
 
 

@@ -14,9 +14,11 @@ from litert_gpu_toolkit.rewrites.fft import (
     ConvISTFT,
     ConvSTFT,
     LogMel,
+    SPECTRUM_PEAK,
     hz_to_mel,
     make_window,
     mel_filterbank,
+    mel_power_of_two_shift,
     mel_to_hz,
     reflect_pad_1d,
     split_complex,
@@ -187,10 +189,12 @@ def test_slaney_norm_gives_unit_area():
 
 
 @pytest.mark.parametrize(
-    "power,log,scale,norm,prescale",
-    [(2.0, "ln", "htk", None, 1.0), (1.0, "log10", "slaney", "slaney", 1.0), (2.0, "log10", "slaney", "slaney", 8.0)],
+    "power,log,scale,norm,prescale,level",
+    [(2.0, "ln", "htk", None, 1.0, "fixed"), (1.0, "log10", "slaney", "slaney", 1.0, "fixed"),
+     (2.0, "log10", "slaney", "slaney", 8.0, "fixed"), (2.0, "ln", "htk", None, 1.0, "peak"),
+     (1.0, "log10", "slaney", "slaney", 1.0, "peak")],
 )
-def test_logmel_matches_reference(power, log, scale, norm, prescale):
+def test_logmel_matches_reference(power, log, scale, norm, prescale, level):
     sr, n_fft, hop, n_mels = 16000, 400, 160, 80
     x = _signal(8000)
     x[:, 2000:3000] = 0.0  # silence hits the clamp
@@ -210,7 +214,8 @@ def test_logmel_matches_reference(power, log, scale, norm, prescale):
     ref = torch.log(torch.clamp(torch.einsum("mf,bft->bmt", fb, ref_spec), min=1e-10))
     if log == "log10":
         ref = ref / math.log(10.0)
-    m = LogMel(sr, n_fft, hop, n_mels=n_mels, power=power, mel_scale=scale, norm=norm, log=log, prescale=prescale)
+    m = LogMel(sr, n_fft, hop, n_mels=n_mels, power=power, mel_scale=scale, norm=norm, log=log, prescale=prescale,
+               scale=level)
     got = m(x).double()
     assert got.shape == ref.shape
     # fp32 STFT vs float64 reference: a mel energy E has an absolute error ~1e-7 of the frame's
@@ -220,6 +225,36 @@ def test_logmel_matches_reference(power, log, scale, norm, prescale):
     assert (got - ref)[strong].abs().max().item() <= 1e-3
     silent = slice(14, 18)  # frames wholly inside the silence
     assert (got[:, :, silent] - ref[:, :, silent]).abs().max().item() < 1e-4
+
+
+@pytest.mark.parametrize("power", [1.0, 2.0])
+def test_peak_scaled_logmel_equals_the_fixed_form_in_fp32(power):
+    """scale='peak' is the same function: in torch fp32 it agrees with the fixed form to the rounding of one
+    division and of the log (bound used: 2e-5 absolute in ln units, i.e. ~1e-4 dB, at every bin above the
+    clamp), at levels from -60 dBFS to +18 dBFS; the clamp itself is exact."""
+    x = _signal(8000)
+    x[:, 2000:3000] = 0.0
+    fixed = LogMel(16000, 512, 128, n_mels=64, power=power)
+    peak = LogMel(16000, 512, 128, n_mels=64, power=power, scale="peak")
+    for gain in (1e-3, 1.0, 8.0):
+        a, b = fixed(x * gain), peak(x * gain)
+        assert torch.isfinite(b).all()
+        live = a > fixed.log_clamp + 1.0
+        assert (a - b)[live].abs().max().item() <= 2e-5 * max(1.0, a[live].abs().max().item())
+        assert torch.equal(a[~live] == fixed.log_clamp, b[~live] == fixed.log_clamp) or (a - b)[~live].abs().max() < 1e-3
+
+
+def test_mel_shift_is_a_power_of_two_that_keeps_the_mel_sum_in_half_range():
+    fb = mel_filterbank(201, 16000, 80, scale="slaney", norm="slaney")
+    for power in (1.0, 2.0):
+        k = mel_power_of_two_shift(fb, power)
+        assert math.log2(k) == int(math.log2(k))
+        top = (2 * SPECTRUM_PEAK ** 2 if power == 2.0 else math.sqrt(2) * SPECTRUM_PEAK) * fb.sum(axis=1).max()
+        assert 16384 < top * k <= 32768
+    with pytest.raises(ValueError, match="prescale"):
+        LogMel(16000, 400, 160, scale="peak", prescale=4.0)
+    with pytest.raises(ValueError, match="scale must be"):
+        LogMel(16000, 400, 160, scale="auto")
 
 
 def test_plain_torch_stft_does_not_convert(tmp_path):
@@ -323,3 +358,50 @@ def test_loud_power_spectrum_overflows_fp16_and_prescale_fixes_it(front_ends_on_
              prescaled=_error_at_loudest(front_ends_on_gpu, "logmel_loud_prescaled"))
     assert not _error_at_loudest(front_ends_on_gpu, "logmel_loud") < 0.5  # inf counts as failing
     assert _error_at_loudest(front_ends_on_gpu, "logmel_loud_prescaled") < 0.05
+
+
+class QuietAndLoud(nn.Module):
+    """Whisper's log-mel front end, fixed scale and scale='peak', on a -40 dBFS input and a +18 dBFS one."""
+
+    def __init__(self):
+        super().__init__()
+        opts = dict(n_mels=80, mel_scale="slaney", norm="slaney", log="log10")
+        self.fixed = LogMel(SR, 400, 160, **opts)
+        self.peak = LogMel(SR, 400, 160, scale="peak", **opts)
+
+    def forward(self, quiet, loud):
+        return self.fixed(quiet), self.peak(quiet), self.fixed(loud), self.peak(loud)
+
+
+@pytest.fixture(scope="module")
+def quiet_and_loud_on_gpu(gpu, tmp_path_factory):
+    sig = _signal(SR, batch=1)
+    model = QuietAndLoud().eval()
+    inputs = (sig * 0.01, sig * 8.0)
+    result = gpu_vs_torch(model, inputs, tmp_path_factory.mktemp("peak_mel") / "quiet_loud.tflite")
+    refs = torch_outputs(model, inputs)
+    key = result.info.signatures[0].key
+    errors = []
+    for i, ref in enumerate(refs):
+        got = result.run.outputs[key][f"output_{i}"].reshape(ref.shape).astype(np.float64)
+        errors.append(float(np.max(np.abs(got - ref))) if np.isfinite(got).all() else float("inf"))
+    return result, errors
+
+
+@pytest.mark.gpu
+def test_peak_scaled_logmel_keeps_quiet_and_loud_bins_in_fp16(quiet_and_loud_on_gpu, measured):
+    """The wall: with a fixed scale, a -40 dBFS input's quiet bins fall below fp16's normal range and a +18 dBFS
+    one's power passes 65504 (measured on llvmpipe: ~29 dB off, and inf). scale='peak' stays within 0.1 (log10
+    units, 1 dB) of torch on both, strict GPU-only, with no new wall op."""
+    r, errors = quiet_and_loud_on_gpu
+    print(f"\n[llvmpipe fp16] log-mel max error (log10 units): quiet fixed {errors[0]:.3g}, quiet peak "
+          f"{errors[1]:.3g}, loud fixed {errors[2]:.3g}, loud peak {errors[3]:.3g}")
+    measured("spectral", "peak_scaled_logmel", quiet_fixed=errors[0], quiet_peak=errors[1], loud_fixed=errors[2],
+             loud_peak=errors[3])
+    assert r.ok and not r.run.gpu.rejected and r.run.gpu.cpu_ops in (None, 0), r.summary()
+    ops = r.info.op_histogram()
+    for wall in ("GATHER_ND", "GATHER", "SELECT_V2", "BROADCAST_TO"):
+        assert wall not in ops, (wall, ops)
+    assert errors[0] > 1.0 and not errors[2] < 1.0           # the fixed form's wall, reproduced
+    assert errors[1] < 0.1 and errors[3] < 0.1
+    assert r.comparisons[1].corr >= 0.9999 and r.comparisons[3].corr >= 0.9999

@@ -27,14 +27,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from litert_gpu_toolkit.core import weights
+from litert_gpu_toolkit.rewrites import fft
 
 INSTALL = "pip install --no-deps openwakeword==0.5.1"
 GRAPHS = ("melspectrogram", "embedding_model", "hey_jarvis_v0.1")
 EMBED_FRAMES, EMBED_STEP, HEAD_WINDOWS = 76, 8, 16     # openWakeWord's framing: 76 mel frames per embedding
 LOG_FLOOR = float(np.log(1e-10))                       # the source's clip before its log
 DB_PER_LN = 10.0 / float(np.log(10.0))
-SPECTRUM_PEAK = 128.0          # 2^7: the chunk's largest DFT component after scaling (power <= 2 * 128^2 = 32768)
-FP16_HALF_RANGE = 32768.0      # what the mel sum may reach: half of fp16's largest value (65504)
 
 
 def models_dir(override: str | None = None) -> Path:
@@ -66,31 +65,19 @@ class MelSpectrogram(nn.Module):
         # one conv for both DFT halves: [real rows; imaginary rows]
         self.register_buffer("basis", _t(np.concatenate([w["0.stft.conv_real.weight"],
                                                          w["0.stft.conv_imag.weight"]])), persistent=False)
-        # The mel weights (Slaney-normalised, each filter's sum ~0.03) times the largest power of two that keeps
-        # the mel sum within FP16_HALF_RANGE for a power of at most 2 * SPECTRUM_PEAK^2: a power-of-two factor is
-        # exact in floating point, and it lifts quiet mel bins out of fp16's subnormal range (below 6.1e-5).
-        mel_w = w["1.melW"].astype(np.float64)
-        self.mel_shift = float(2.0 ** np.floor(np.log2(FP16_HALF_RANGE / (2 * SPECTRUM_PEAK ** 2
-                                                                         * mel_w.sum(axis=0).max()))))
-        self.register_buffer("mel", _t((mel_w * self.mel_shift).astype(np.float32).T).unsqueeze(-1),
+        # The log-mel is computed in the toolkit's peak-scaled domain (fft.peak_scaled_log_mel): the power
+        # spectrum spans more decades than fp16 holds -- a loud bin passes 65504, a quiet one falls below fp16's
+        # normal range (6.1e-5), where a GPU may flush it to 0 -- so the spectrum's largest component is scaled to
+        # 2^7 per chunk and the mel weights (Slaney-normalised, each filter's sum ~0.03) by a power of two (16).
+        mel_w = w["1.melW"].astype(np.float64).T                                           # [32, 257]
+        self.mel_shift = fft.mel_power_of_two_shift(mel_w)
+        self.register_buffer("mel", _t((mel_w * self.mel_shift).astype(np.float32)).unsqueeze(-1),
                              persistent=False)                                                 # [32, 257, 1]
-        self.log_shift = float(np.log(SPECTRUM_PEAK ** 2 * self.mel_shift))
-        self.bins = w["0.stft.conv_real.weight"].shape[0]
+        self.log_shift = float(np.log(fft.SPECTRUM_PEAK ** 2 * self.mel_shift))
 
     def forward(self, audio):                                   # [B, N]
-        # The power spectrum spans more decades than fp16 (the GPU's precision) holds: a loud bin's power passes
-        # 65504 and a quiet one's falls below fp16's normal range (6.1e-5), where a GPU may flush it to 0. Exact in
-        # real arithmetic, and in fp32 up to the rounding of the log: scale the spectrum so its largest
-        # |component| r in the chunk becomes SPECTRUM_PEAK (power <= 32768), use mel weights scaled by a power of
-        # two (mel_shift, so the mel sum stays <= 32768 and a bin 80 dB below the peak stays a normal fp16
-        # number), take both scales back out after the log, and the 1e-10 floor after the log as well (1e-10
-        # itself is 0 in fp16: log 0 = -inf would spread).
         spec = F.conv1d(audio.unsqueeze(1), self.basis, stride=160)
-        r = torch.clamp(spec.abs().amax(dim=(1, 2), keepdim=True), min=1e-4)   # 1e-4: silence stays finite
-        spec = spec / (r / SPECTRUM_PEAK)                       # r / 2^7 is exact
-        re, im = spec[:, :self.bins], spec[:, self.bins:]
-        mel = F.conv1d(re * re + im * im, self.mel)             # [B, 32, frames], scaled by (128 / r)^2 * mel_shift
-        log_mel = torch.clamp(torch.log(mel) + (2.0 * torch.log(r) - self.log_shift), min=LOG_FLOOR)
+        log_mel = fft.peak_scaled_log_mel(spec, self.mel, self.log_shift, log_floor=LOG_FLOOR)
         db = log_mel * DB_PER_LN
         peak = db.amax(dim=(1, 2), keepdim=True)
         return torch.maximum(db, peak - 80.0).transpose(1, 2).unsqueeze(1)   # [B, 1, frames, 32]

@@ -15,7 +15,10 @@ check. A DFT of a fixed length is a fixed linear map, so:
     TRANSPOSE_CONV reaches the graph; then the trim of the centre padding and the division by the
     window envelope sum_t w^2(n - t*hop) as a constant multiply.
   * `LogMel`    -- ConvSTFT (power or magnitude) -> mel matrix as a 1x1 conv -> log, clamped in the
-    log domain (fp16 cannot hold a clamp such as 1e-10).
+    log domain (fp16 cannot hold a clamp such as 1e-10). `scale='peak'` computes it in a scaled
+    domain chosen per example (`peak_scaled_log_mel`): the spectrum's largest component is scaled to
+    2^7 and the mel weights by a power of two, then both come back out after the log, so loud and quiet
+    inputs alike stay within fp16's normal range (exact in real arithmetic; a few ulp of the log in fp32).
     `mel_filterbank` builds HTK or Slaney mel scales (optionally Slaney area normalisation).
   * `patch_stft` (fft/functional.py, default on inside GpuRewriteWrapper): torch.stft / Tensor.stft /
     torch.istft called in forward become these conv forms; complex results are carried as a
@@ -38,6 +41,7 @@ residency: a library STFT-as-conv stack has converted with correlation 0.83 whil
 from __future__ import annotations
 
 from .basis import make_window, stft_basis, istft_synthesis, window_envelope, hz_to_mel, mel_to_hz, mel_filterbank
-from .modules import reflect_pad_1d, split_complex, ConvSTFT, ConvISTFT, LogMel
+from .modules import (reflect_pad_1d, split_complex, ConvSTFT, ConvISTFT, LogMel, SPECTRUM_PEAK,
+                      mel_power_of_two_shift, peak_scaled_log_mel)
 from .complex import SplitComplex
 from .functional import patch_stft, stft_split, istft_split

@@ -187,6 +187,46 @@ class ConvISTFT(nn.Module):
         return y[:, start:end] * inv
 
 
+# fp16 range of a scaled power spectrum: its largest DFT component becomes SPECTRUM_PEAK (2^7), so a power
+# re^2 + im^2 is at most 2 * 128^2 = 32768, and the mel sums are kept at or below FP16_HALF_RANGE.
+SPECTRUM_PEAK = 128.0
+FP16_HALF_RANGE = 32768.0
+
+
+def mel_power_of_two_shift(mel_weights: np.ndarray, power: float = 2.0, peak: float = SPECTRUM_PEAK) -> float:
+    """The largest power of two 2^k such that mel_weights * 2^k applied to a spectrum whose largest
+    component is `peak` stays within FP16_HALF_RANGE. `mel_weights` is [n_mels, n_freqs]. Multiplying
+    constant weights by 2^k is exact in floating point; it lifts quiet mel sums out of fp16's subnormal
+    range (< 6.1e-5)."""
+    filter_sum = np.abs(np.asarray(mel_weights, dtype=np.float64)).sum(axis=1).max()
+    largest = (2.0 * peak * peak if power == 2.0 else math.sqrt(2.0) * peak) * filter_sum
+    return float(2.0 ** math.floor(math.log2(FP16_HALF_RANGE / largest)))
+
+
+def peak_scaled_log_mel(spec: torch.Tensor, mel: torch.Tensor, log_shift: float, power: float = 2.0,
+                        log_floor: float = math.log(1e-10), peak: float = SPECTRUM_PEAK,
+                        r_floor: float = 1e-4) -> torch.Tensor:
+    """ln(max(mel_true, exp(log_floor))) from a complex spectrum [B, 2F, T] (real rows, then imaginary),
+    computed so that every intermediate stays a normal fp16 number whatever the input's level.
+
+    The spectrum is divided by r / peak, r = its largest |component| in the example (at least r_floor, so
+    silence stays finite); `mel` is a [M, F, 1] conv kernel holding the mel weights times a power of two
+    2^k (`mel_power_of_two_shift`); log_shift = ln(peak^power * 2^k). Both scales come back out after the
+    log as power * ln(r) - log_shift. Exact in real arithmetic; in fp32 the result differs from the
+    unscaled form by the rounding of one division and of the log's sum (a few ulp of the log). In fp16 a
+    quiet bin keeps its precision: unscaled, a bin 40 dB under a -40 dBFS signal's peak is already below
+    fp16's normal range, where a GPU may flush it to zero."""
+    r = torch.clamp(spec.abs().amax(dim=(1, 2), keepdim=True), min=r_floor)
+    spec = spec / (r / peak)                                    # r / 2^7 is exact
+    bins = spec.shape[1] // 2
+    re, im = spec[:, :bins], spec[:, bins:]
+    energy = re * re + im * im
+    if power != 2.0:
+        energy = torch.sqrt(energy)
+    scaled = F.conv1d(energy, mel)                              # [B, M, T], times (peak / r)^power * 2^k
+    return torch.clamp(torch.log(scaled) + (power * torch.log(r) - log_shift), min=log_floor)
+
+
 class LogMel(nn.Module):
     """log(max(mel @ |STFT|^power, clamp_min)) as ConvSTFT -> mel matrix (1x1 conv) -> LOG -> MAXIMUM.
 
@@ -197,14 +237,25 @@ class LogMel(nn.Module):
     silence the plain form returns log(0) = -inf on the GPU (measured on llvmpipe), the log-domain
     form returns log(clamp_min). Mel values below fp16's smallest subnormal (6e-8) then read as the
     clamp. `prescale` computes the spectrum on x / prescale and adds power * log(prescale) after the
-    log (exact; moves the fp16 overflow point of the power spectrum up by prescale)."""
+    log (exact; moves the fp16 overflow point of the power spectrum up by prescale).
+
+    `scale='peak'` fits the whole level range, loud and quiet, into fp16 at run time instead: each
+    example's spectrum is scaled so its largest component is SPECTRUM_PEAK and the mel weights carry a
+    power of two (`peak_scaled_log_mel`; exact in real arithmetic, a few ulp of the log in fp32). Use it
+    when the input's level is not known: a fixed prescale trades quiet bins for headroom, the peak form
+    needs neither (measured on llvmpipe: a -40 dBFS signal loses its quiet bins in the plain form)."""
 
     def __init__(self, sample_rate: int, n_fft: int, hop_length: int | None = None, win_length: int | None = None,  # noqa: PLR0913 - torchaudio's mel options
                  window="hann", n_mels: int = 80, f_min: float = 0.0, f_max: float | None = None,
                  power: float = 2.0, mel_scale: str = "htk", norm: str | None = None, center: bool = True,
                  pad_mode: str = "reflect", clamp_min: float = 1e-10, log: str = "ln", prescale: float = 1.0,
-                 clamp_in_log: bool = True):
+                 clamp_in_log: bool = True, scale: str = "fixed"):
         super().__init__()
+        if scale not in ("fixed", "peak"):
+            raise ValueError("scale must be 'fixed' (prescale) or 'peak' (per-example, see the docstring)")
+        if scale == "peak" and (prescale != 1.0 or not clamp_in_log):
+            raise ValueError("scale='peak' sets its own scale and clamps in the log domain: leave prescale=1 "
+                             "and clamp_in_log=True")
         if power not in (1.0, 2.0):
             raise ValueError("power must be 1 (magnitude) or 2 (power)")
         if log not in ("ln", "log10"):
@@ -218,10 +269,19 @@ class LogMel(nn.Module):
         self.log_clamp = math.log(self.clamp_scaled)
         self.clamp_in_log = clamp_in_log
         fb = mel_filterbank(self.stft.n_freqs, sample_rate, n_mels, f_min, f_max, mel_scale, norm)
+        self.scale = scale
+        if scale == "peak":
+            self.stft.output = "complex"
+            shift = mel_power_of_two_shift(fb, self.power)
+            fb = fb * shift
+            self.log_shift = math.log(SPECTRUM_PEAK ** self.power * shift)
         self.register_buffer("mel", torch.from_numpy(fb).float().unsqueeze(-1), persistent=False)  # [M, F, 1]
         self.log_scale = 1.0 / math.log(10.0) if log == "log10" else 1.0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.scale == "peak":
+            out = peak_scaled_log_mel(self.stft(x), self.mel, self.log_shift, self.power, self.log_clamp)
+            return out * self.log_scale if self.log_scale != 1.0 else out
         spec = self.stft(x)                                     # [B, F, frames], scaled domain
         mel = F.conv1d(spec, self.mel)                          # [B, n_mels, frames]
         if self.clamp_in_log:
