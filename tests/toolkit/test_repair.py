@@ -186,7 +186,7 @@ def test_a_wrong_full_gpu_file_is_diagnosed_even_when_the_fallback_wins(monkeypa
     made["without patch_x"].path = tmp_path / "without patch_x.tflite"
     seen = []
 
-    def fake_repair(job, best, path, try_path, excluded, dropped, budget_s):
+    def fake_repair(job, best, path, try_path, excluded, dropped, budget_s, plain_result=None):
         seen.append((best.path.stem, set(excluded)))
         out = made["repaired"]
         from litert_gpu_toolkit.diagnose.bisect import BisectReport

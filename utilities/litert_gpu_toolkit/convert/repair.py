@@ -36,7 +36,7 @@ def by_position(module, n_args: int, names: tuple[str, ...]):
 
 
 def diagnose_and_repair(job, best: ConvertResult, path: Path, try_path, excluded: set, dropped: dict,
-                        budget_s: float) -> ConvertResult:
+                        budget_s: float, plain_result: ConvertResult | None = None) -> ConvertResult:
     """Bisect the model behind `best` within `budget_s` seconds, attach the report, try the matching rewrites.
 
     job: convert._Job; try_path(i) gives a fresh scratch file name. Returns the better of `best` and the
@@ -82,6 +82,7 @@ def diagnose_and_repair(job, best: ConvertResult, path: Path, try_path, excluded
         job.log.append(f"diagnosis: {', '.join(had)} matched but already applied")
     if not new or time.monotonic() - start > budget_s:
         if not new:
+            _graph_fault(job, best, budget_s, plain_result, report.diagnosis)
             stage(best.unresolved())
         return best
     saved = job.opts
@@ -99,8 +100,56 @@ def diagnose_and_repair(job, best: ConvertResult, path: Path, try_path, excluded
     for name in new:
         dropped[name] = f"tried after bisect ({report.diagnosis}): {describe(cand)}, not better than {describe(best)}"
     best.dropped.update({n: dropped[n] for n in new})
+    _graph_fault(job, best, budget_s, plain_result, report.diagnosis)
     stage(best.unresolved())
     return best
+
+
+# the classes where a block is not enough: the op is what a user (or a respelling) acts on
+GRAPH_BISECT_CLASSES = ("miscompute", "clean", "conversion_error")
+
+
+def _gpu_op_types(result: ConvertResult) -> set[str] | None:
+    """The op types of `result`'s file that ran on the GPU (all of its types less those the GPU rejected)."""
+    from ..core.model_info import read_model_info
+
+    try:
+        types = set(read_model_info(result.path).op_histogram())
+    except Exception:                                    # noqa: BLE001 - no file to compare with
+        return None
+    rejected = {u.get("op") for u in (getattr(result.report, "unsupported_ops", None) or [])}
+    return types - rejected
+
+
+def _graph_fault(job, best: ConvertResult, budget_s: float, plain: ConvertResult | None, kind: str) -> None:
+    """Bisect the checked file itself, op by op (`diagnose.graph_bisect`), when the block bisect cannot name the
+    op: a GPU miscompute, no diverging block, or a rewritten file that is wrong where the plain one (`plain`) is
+    right. The fault goes on `best.graph_fault`; a bisect that cannot run says why in the log."""
+    if plain is None and kind not in GRAPH_BISECT_CLASSES:
+        return
+    from ..core.inputs import as_declared
+    from ..diagnose.graph_bisect import GraphBisectError, first_wrong_op
+
+    if best.path is None or not Path(best.path).is_file() or len(job.inputs) != 1:
+        job.log.append("graph bisect: skipped (no file, or several signatures)")
+        return
+    stage("graph bisect: cutting the file op by op to name the first op the GPU gets wrong")
+    try:
+        feeds = next(iter(as_declared(best.path, job.inputs).values()))
+        best.graph_fault = first_wrong_op(best.path, feeds,
+                                          plain_gpu_ops=_gpu_op_types(plain) if plain is not None else None,
+                                          budget_s=max(60.0, budget_s / 2), progress=stage)
+    except GraphBisectError as e:
+        job.log.append(f"graph bisect: {e}")
+        best.graph_fault_error = str(e)
+        return
+    except Exception as e:                               # noqa: BLE001 - a diagnosis never breaks the conversion
+        job.log.append(f"graph bisect failed ({type(e).__name__}: {str(e)[:200]})")
+        best.graph_fault_error = f"{type(e).__name__}: {str(e)[:200]}"
+        return
+    line = best.graph_fault.line() if best.graph_fault else "every op agrees with the CPU on these inputs"
+    job.log.append(f"graph bisect: {line}")
+    stage(f"graph bisect: {line}")
 
 
 def diagnose_beaten(job, rewritten: ConvertResult, best: ConvertResult, path: Path, try_path, excluded: set,
@@ -110,11 +159,12 @@ def diagnose_beaten(job, rewritten: ConvertResult, best: ConvertResult, path: Pa
     return its repair when that ranks above `best`; else `best`, carrying the report (`diagnosis_of` says which
     file it describes). excluded: what the rewritten file was converted without."""
     tried: dict[str, str] = {}
-    repaired = diagnose_and_repair(job, rewritten, path, try_path, excluded, tried, budget_s)
+    repaired = diagnose_and_repair(job, rewritten, path, try_path, excluded, tried, budget_s, plain_result=best)
     dropped.update(tried)
     if repaired is not rewritten and quality(repaired) > quality(best):
         stage(f"kept: {describe(repaired)} beats {describe(best)}")
         return repaired
     if repaired.diagnosis is not None:
         best.diagnosis, best.diagnosis_of = repaired.diagnosis, f"the rewritten file ({describe(rewritten)})"
+        best.graph_fault, best.graph_fault_error = rewritten.graph_fault, rewritten.graph_fault_error
     return best

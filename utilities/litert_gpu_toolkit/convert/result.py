@@ -44,6 +44,8 @@ class ConvertResult:
     diagnosis: Any = None               # bisect.BisectReport when the numbers were wrong and a diagnosis ran
     repaired: list = field(default_factory=list)           # rewrites the diagnosis added (they are in `kept`)
     diagnosis_of: str = ""              # set when `diagnosis` bisected another file than this one (which one)
+    graph_fault: Any = None             # diagnose.graph_bisect.GraphFault: the first op the GPU gets wrong
+    graph_fault_error: str = ""         # why the graph bisect could not name one, when it ran and failed
     input_share: float | None = None    # how much of the output the input drives (`sensitivity`); None: unmeasured
     quantized: Any = None               # quantize.QuantizeResult when ConvertOptions.weights is not fp32
     inputs: dict = field(default_factory=dict)     # signature -> {input name: array}: what the file was checked with
@@ -66,6 +68,12 @@ class ConvertResult:
                  + (f" ({len(d.not_run)} left out for time)" if d.not_run else "")]
         if d.fp16_fault is not None:
             tried.append("an fp16 range search in torch")
+        if self.graph_fault is not None:
+            cause += f"; the graph bisect names {self.graph_fault.kind} at op {self.graph_fault.op_index} " \
+                     f"{self.graph_fault.op}"
+            tried.append(f"a graph bisect of the file ({len(self.graph_fault.probes)} cuts)")
+        elif self.graph_fault_error:
+            tried.append(f"a graph bisect of the file ({self.graph_fault_error[:160]})")
         after = [n for n, why in self.dropped.items() if str(why).startswith("tried after bisect")]
         applied = [n for n in d.rewrites if n in self.applied]
         if after:
@@ -144,6 +152,8 @@ class ConvertResult:
             lines.append(f"  diagnosis (bisect of {self.diagnosis_of or 'the converted model'}; GPU vs torch per "
                          "block):")
             lines += [f"    {line}" for line in self.diagnosis.summary().splitlines()]
+            if self.graph_fault is not None:
+                lines.append(f"  graph bisect (the file, op by op, GPU vs CPU): {self.graph_fault.line()}")
             if self.repaired:
                 lines.append(f"  repaired by: {', '.join(self.repaired)} (kept: the file is better with them)")
             else:

@@ -1,0 +1,145 @@
+"""The graph bisect: a .tflite cut op by op, each prefix strictly on the GPU against LiteRT's CPU, names the first
+op the GPU gets wrong and its class (fp16 precision vs GPU miscompute). GPU tests: llvmpipe (software Vulkan),
+ai-edge-litert 2.3.0."""
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from litert_gpu_toolkit.diagnose.graph_bisect import GraphBisectError, cut, first_wrong_op, live_after, _load
+from litert_gpu_toolkit.lowering.export import export_tflite
+
+torch.manual_seed(0)
+
+
+class ExpOverflow(nn.Module):
+    """exp(12 relu(a x)) passes 65504 for a x > 0.92: inf in fp16, right in fp32."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 16), nn.Linear(16, 8)
+
+    def forward(self, x):
+        return self.b(torch.exp(torch.relu(self.a(x)) * 12.0) * 1e-6)
+
+
+class ReturnedFc(nn.Module):
+    """A FULLY_CONNECTED result returned and also fed to a MUL by a constant: wrong on the GPU in fp16 and fp32 alike
+    (the runtime-walls suite's `returned_fc`, every version measured)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.fc(x.reshape(1, 64, 4))
+        return y, y * 2.0
+
+
+class Right(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 16), nn.Linear(16, 8)
+
+    def forward(self, x):
+        return self.b(torch.tanh(self.a(x)))
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("graph_bisect")
+    out = {}
+    for model, x in ((ExpOverflow(), torch.randn(1, 8, 16)), (ReturnedFc(), torch.randn(1, 8, 8, 4)),
+                     (Right(), torch.randn(1, 8, 16))):
+        path = folder / f"{type(model).__name__}.tflite"
+        export_tflite(model.eval(), (x,), path)
+        out[type(model).__name__] = (path, model.eval(), x)
+    return out
+
+
+def test_a_cut_is_the_prefix_with_its_live_values_as_outputs(files):
+    """Cut after each op: the prefix model runs on LiteRT's CPU and its outputs are exactly the torch values live
+    across the cut (here: the cut after the FULLY_CONNECTED returns y, the cut after the MUL returns y and 2y)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    path, model, x = files["ReturnedFc"]
+    data = path.read_bytes()
+    _, parsed = _load(data)
+    ops = parsed.subgraphs[0].operators
+    with torch.no_grad():
+        y, y2 = model(x)
+    values = {"reshaped input": x.reshape(1, 64, 4), "y": y, "2y": y2}
+    seen = []
+    for k in range(len(ops)):
+        body, live = cut(data, k)
+        assert live == live_after(parsed, k) and live
+        interp = Interpreter(model_content=body)
+        runner = interp.get_signature_runner()
+        outs = runner(**{interp.get_signature_list()["serving_default"]["inputs"][0]: x.numpy()})
+        assert len(outs) == len(live)
+        names = {n for value in outs.values() for n, ref in values.items()
+                 if np.allclose(value.reshape(ref.shape), ref.numpy(), atol=1e-5)}
+        assert len(names) == len(outs), (k, names)
+        seen.append(names)
+    assert seen[-1] == {"y", "2y"} and "y" in seen[-2]
+
+
+def test_a_file_without_one_subgraph_is_refused_with_a_reason(tmp_path):
+    path = tmp_path / "empty.tflite"
+    path.write_bytes(_empty_model())
+    with pytest.raises(GraphBisectError, match="0 subgraphs"):
+        first_wrong_op(path, {})
+
+
+def _empty_model() -> bytes:
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.ModelT()
+    model.version, model.subgraphs, model.buffers, model.operatorCodes = 3, [], [schema.BufferT()], []
+    b = flatbuffers.Builder(64)
+    b.Finish(model.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+@pytest.mark.gpu
+def test_graph_bisect_names_the_fp16_overflow_op(gpu, files):
+    path, _, x = files["ExpOverflow"]
+    fault = first_wrong_op(path, {"args_0": x.numpy()})
+    print(f"\n[llvmpipe] {fault.line()}")
+    assert fault is not None and fault.op == "EXP" and fault.kind == "fp16 precision", fault
+    assert not fault.returned_and_read
+    assert "non-finite" in fault.fp16 and fault.fp32.startswith("corr 1.0")
+
+
+@pytest.mark.gpu
+def test_graph_bisect_names_the_miscomputed_value_and_says_gpu_miscompute(gpu, files):
+    path, _, x = files["ReturnedFc"]
+    fault = first_wrong_op(path, {"args_0": x.numpy()}, plain_gpu_ops=set())
+    print(f"\n[llvmpipe] {fault.line()}")
+    assert fault.kind == "GPU miscompute" and fault.op == "MUL", fault
+    assert fault.wrong_tensor and fault.wrong_tensor != fault.tensor      # the FC's returned value went wrong
+    assert fault.moved_by_rewrites is True and "moved it onto the GPU" in fault.line()
+    assert fault.returned_and_read and "output-aliasing wall" in fault.line()
+
+
+@pytest.mark.gpu
+def test_graph_bisect_of_a_right_file_finds_nothing(gpu, files):
+    path, _, x = files["Right"]
+    assert first_wrong_op(path, {"args_0": x.numpy()}) is None
+
+
+@pytest.mark.gpu
+def test_convert_for_gpu_names_the_op_when_the_block_bisect_cannot(gpu, tmp_path):
+    """With the legalize pass off (its `returned_fc` rule is the fix), the file is wrong at full residency and the
+    block bisect has no block to name: the result carries the graph bisect's op and its class."""
+    from litert_gpu_toolkit import convert_for_gpu
+
+    x = torch.randn(1, 8, 8, 4)
+    res = convert_for_gpu(ReturnedFc().eval(), (x,), tmp_path / "returned_fc.tflite", exclude=("legalize",))
+    assert res.verdict == "NUMERICS_FAIL", res.summary()
+    assert res.graph_fault is not None, (res.graph_fault_error, res.summary())
+    assert res.graph_fault.kind == "GPU miscompute" and res.graph_fault.op == "MUL"
+    text = res.summary()
+    print("\n" + text)
+    assert "graph bisect (the file, op by op, GPU vs CPU): GPU miscompute at op" in text

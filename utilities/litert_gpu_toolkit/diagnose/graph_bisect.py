@@ -1,0 +1,207 @@
+"""Which op of a converted file does the GPU compute wrong? Bisect the .tflite itself, op by op.
+
+The module bisect (`bisect.py`) cuts the torch model at its blocks; it can name a block, not an op, and it
+describes the model, not a file someone else converted. This one cuts the file: the prefix of the first k+1
+operators (a .tflite keeps its operators in execution order) becomes a model of its own whose outputs are every
+float tensor that prefix produces and a later op (or the graph's output) reads -- the values "live" across the
+cut, so a wrong value on any path is seen. Each prefix is compiled strictly GPU-only and run in fp16 and fp32
+against LiteRT's CPU runtime on the same inputs; a binary search finds the first cut that diverges, and its last
+op is the first op whose output the GPU gets wrong.
+
+What it says: the op (index, type, output tensor), its fp16 and fp32 agreement with the CPU, and the class --
+"GPU miscompute" when fp32 is as wrong as fp16 (no precision fix can help), "fp16 precision" when only fp16 is
+wrong. With `plain_gpu_ops` (the op types the plain conversion ran on the GPU) it also says whether the
+rewrites moved this op type onto the GPU: when the rewritten file is wrong and the plain one right, the fault
+is among those ops. Assumes, as every bisect does, that a wrong value stays wrong downstream; a value that goes
+wrong and is then masked out (a multiply by zero, a max) can move the answer later, never earlier.
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .report import diverges
+
+MIN_CORR = 0.999
+
+
+@dataclass
+class GraphFault:
+    op_index: int
+    op: str
+    tensor: str
+    kind: str                                   # "GPU miscompute" | "fp16 precision"
+    fp16: str                                   # the worst live value vs the CPU: "corr 0.41", "12 non-finite"
+    fp32: str
+    wrong_tensor: str = ""                      # the live value that diverged most at that cut
+    returned_and_read: bool = False             # that value is a graph output that another op also reads
+    moved_by_rewrites: bool | None = None       # None: no plain file to compare with
+    probes: list[tuple[int, bool]] = field(default_factory=list)   # (cut, diverged) in the order run
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        moved = {True: "; the plain conversion ran this op type on the CPU: the rewrites moved it onto the GPU",
+                 False: "", None: ""}[self.moved_by_rewrites]
+        value = (f"; the value that goes wrong is {self.wrong_tensor}" if self.wrong_tensor and
+                 self.wrong_tensor != self.tensor else "")
+        alias = ("; it is returned and also read by another op -- the output-aliasing wall: return it through "
+                 "an op of its own (the legalize rule `returned_fc`, `patch_output_aliasing`)"
+                 if self.returned_and_read else "")
+        return (f"{self.kind} at op {self.op_index} {self.op} (output {self.tensor}): vs the CPU, fp16 "
+                f"{self.fp16}, fp32 {self.fp32}{value}{alias}{moved} "
+                f"[graph bisect: {len(self.probes)} cuts, {self.seconds:.0f} s]")
+
+
+class GraphBisectError(ValueError):
+    """The file cannot be bisected (several subgraphs, no float op, unreadable)."""
+
+
+def _load(data: bytes):
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(data, 0))
+    if len(model.subgraphs or []) != 1:
+        raise GraphBisectError(f"{len(model.subgraphs or [])} subgraphs: only single-subgraph files are bisected")
+    if len(model.signatureDefs or []) > 1:
+        raise GraphBisectError("several signatures: bisect one signature's file")
+    return schema, model
+
+
+def _op_name(schema, model, op) -> str:
+    code = model.operatorCodes[op.opcodeIndex]
+    value = max(code.builtinCode, code.deprecatedBuiltinCode)
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    return names.get(value, f"op{value}")
+
+
+def _name(t) -> str:
+    """A tensor's name, short: litert-torch joins the module paths of every fused node with ';' and writes
+    each module as its dotted class path ('pkg.Model/torch.nn.modules.linear.Linear_fc'); the last path (the
+    node that wrote the tensor) with class paths cut to their last part reads 'Model/Linear_fc'."""
+    raw = t.name.decode("utf-8", "replace") if isinstance(t.name, bytes) else str(t.name)
+    parts = [p for p in raw.split(";") if p]
+    return "/".join(c.rsplit(".", 1)[-1] for c in parts[-1].split("/")) if parts else (raw or "-")
+
+
+def live_after(model, k: int) -> list[int]:
+    """Float tensors produced by operators 0..k that an operator after k, or the graph's output, reads."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    graph = model.subgraphs[0]
+    ops = graph.operators or []
+    produced = [int(t) for op in ops[:k + 1] for t in (op.outputs if op.outputs is not None else []) if t >= 0]
+    later = {int(t) for op in ops[k + 1:] for t in (op.inputs if op.inputs is not None else []) if t >= 0}
+    later |= {int(t) for t in graph.outputs}
+    floats = (schema.TensorType.FLOAT32, schema.TensorType.FLOAT16)
+    return [t for t in dict.fromkeys(produced) if t in later and graph.tensors[t].type in floats]
+
+
+def cut(data: bytes, k: int) -> tuple[bytes, list[int]]:
+    """The model of operators 0..k whose outputs are the tensors live across the cut (`live_after`)."""
+    import flatbuffers
+
+    schema, model = _load(data)
+    graph = model.subgraphs[0]
+    live = live_after(model, k)
+    graph.operators = (graph.operators or [])[:k + 1]
+    graph.outputs = live
+    for sig in model.signatureDefs or []:
+        maps = []
+        for t in live:
+            m = schema.TensorMapT()
+            m.name, m.tensorIndex = f"cut_{t}", t
+            maps.append(m)
+        sig.outputs = maps
+    builder = flatbuffers.Builder(len(data) + 4096)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output()), live
+
+
+def _probe(data: bytes, k: int, inputs, work: Path, timeout: float, min_corr: float):
+    """(diverged, worst fp16 corr, worst fp32 corr, worst tensor) for the cut after operator k."""
+    from ..check.checker import check_gpu_compatibility
+    from ..core.metrics import compare
+
+    body, live = cut(data, k)
+    if not live:
+        return False, None, None, None
+    path = work / f"cut_{k}.tflite"
+    path.write_bytes(body)
+    report = check_gpu_compatibility(path, inputs=inputs, precisions=("fp16", "fp32"), min_corr=None,
+                                     timeout=timeout)
+    outs = report.outputs
+    cpu = next(iter(outs.get("cpu", {}).values()), None)
+    if cpu is None or report.unsupported_ops:
+        raise GraphBisectError(f"the cut after op {k} did not run GPU-only and on the CPU: {report.summary}")
+    worst: dict[str, tuple[float, str, str]] = {}
+    bad = False
+    for label in ("gpu_fp16", "gpu_fp32"):
+        got = next(iter(outs.get(label, {}).values()), None)
+        if got is None:
+            raise GraphBisectError(f"the cut after op {k}: no {label} run ({report.summary})")
+        for name, ref in cpu.items():
+            c = compare(got[name], ref)
+            wrong = diverges(c, min_corr)
+            bad |= wrong and label == "gpu_fp16"
+            score = -2.0 if c.nonfinite or c.all_zero else c.corr if c.corr == c.corr else (-1.0 if wrong else 1.0)
+            text = (f"{c.nonfinite} non-finite" if c.nonfinite else "all zero" if c.all_zero else
+                    f"corr {c.corr:.4f}" if c.corr == c.corr else f"SNR {c.snr_db:.1f} dB")
+            if label not in worst or score < worst[label][0]:
+                worst[label] = (score, name, text)
+    return bad, worst["gpu_fp16"], worst["gpu_fp32"], worst["gpu_fp16"][1]
+
+
+def first_wrong_op(path: str | Path, inputs, *, min_corr: float = MIN_CORR, plain_gpu_ops: set[str] | None = None,
+                   budget_s: float = 600.0, timeout: float = 300.0, progress=None) -> GraphFault | None:
+    """The first operator of the file at `path` whose output the strict-GPU fp16 run gets wrong against LiteRT's
+    CPU runtime on `inputs` (the checker's input forms), or None when the whole file agrees. Raises
+    GraphBisectError when the file cannot be cut or a cut cannot run, and when `budget_s` runs out (saying how
+    far it got). `progress(text)` is called after each cut."""
+    data = Path(path).read_bytes()
+    schema, model = _load(data)
+    ops = model.subgraphs[0].operators or []
+    if not ops:
+        raise GraphBisectError("the file has no operator")
+    start = time.monotonic()
+    probes: list[tuple[int, bool]] = []
+    found: dict[int, tuple] = {}
+    with tempfile.TemporaryDirectory(prefix="graph_bisect_") as tmp:
+        def run(k):
+            if time.monotonic() - start > budget_s:
+                raise GraphBisectError(f"budget of {budget_s:.0f} s spent after {len(probes)} cuts; the first wrong "
+                                       f"op lies in ops {lo}..{hi}")
+            res = _probe(data, k, inputs, Path(tmp), timeout, min_corr)
+            probes.append((k, res[0]))
+            found[k] = res
+            if progress:
+                progress(f"graph bisect: cut after op {k} ({_op_name(schema, model, ops[k])}): "
+                         f"{'wrong' if res[0] else 'right'} (fp16 {res[1][2] if res[1] else '-'})")
+            return res[0]
+
+        lo, hi = 0, len(ops) - 1
+        if not run(hi):
+            return None
+        while lo < hi:                     # invariant: cut hi diverges; every cut before lo agrees
+            mid = (lo + hi) // 2
+            if run(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+    bad, w16, w32, worst = found[hi]
+    op = ops[hi]
+    tensors = model.subgraphs[0].tensors
+    outs = [int(t) for t in (op.outputs if op.outputs is not None else []) if t >= 0]
+    tensor = _name(tensors[outs[0]]) if outs else "-"
+    index = int(worst[len("cut_"):]) if worst and worst.startswith("cut_") else None
+    wrong = _name(tensors[index]) if index is not None else ""
+    read = {int(t) for o in ops for t in (o.inputs if o.inputs is not None else []) if t >= 0}
+    aliased = index is not None and index in {int(t) for t in model.subgraphs[0].outputs} and index in read
+    kind = "GPU miscompute" if w32[0] < min_corr else "fp16 precision"
+    name = _op_name(schema, model, op)
+    moved = None if plain_gpu_ops is None else name not in plain_gpu_ops
+    return GraphFault(hi, name, tensor, kind, w16[2], w32[2], wrong, aliased, moved, probes,
+                      time.monotonic() - start)
