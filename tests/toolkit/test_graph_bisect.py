@@ -143,3 +143,36 @@ def test_convert_for_gpu_names_the_op_when_the_block_bisect_cannot(gpu, tmp_path
     text = res.summary()
     print("\n" + text)
     assert "graph bisect (the file, op by op, GPU vs CPU): GPU miscompute at op" in text
+
+
+def _cli(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "litert_gpu_toolkit", "bisect", *map(str, args)],
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_bisect_cli_refuses_bad_files_and_inputs_in_one_line(tmp_path, files):
+    (tmp_path / "d.tflite").mkdir()
+    (tmp_path / "g.tflite").write_text("not a model")
+    path = files["Right"][0]
+    for args, message in (((tmp_path / "none.tflite",), "no such file"), ((tmp_path / "d.tflite",), "is not a file"),
+                          ((tmp_path / "g.tflite",), "not a flatbuffer"),
+                          ((path, "--inputs", tmp_path / "no.npz"), "--inputs: no such file"),
+                          ((path, "--budget", "0"), "--budget must be > 0")):
+        out = _cli(*args)
+        assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, (args, out.stderr)
+
+
+@pytest.mark.gpu
+def test_bisect_cli_on_a_tflite_names_the_op_and_exits_1(gpu, files, tmp_path):
+    path, _, x = files["ReturnedFc"]
+    np.savez(tmp_path / "in.npz", args_0=x.numpy())
+    out = _cli(path, "--inputs", tmp_path / "in.npz", "--json", tmp_path / "fault.json")
+    assert out.returncode == 1, out.stderr
+    assert "GPU miscompute at op 2 MUL" in out.stdout and "cut after op" in out.stderr
+    import json
+
+    assert json.loads((tmp_path / "fault.json").read_text())["fault"]["op"] == "MUL"
+    assert _cli(files["Right"][0]).returncode == 0

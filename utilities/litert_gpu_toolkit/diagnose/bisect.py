@@ -312,7 +312,12 @@ class BuilderError(ValueError):
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from ..core.arguments import JSON_OUTPUT_HELP, add_verbose_argument, correlation
 
-    p.add_argument("builder", help="SCRIPT.py:FUNCTION -- FUNCTION() returns (model, example_inputs_tuple)")
+    p.add_argument("builder", help="SCRIPT.py:FUNCTION -- FUNCTION() returns (model, example_inputs_tuple); or a "
+                                   "converted MODEL.tflite: the file is bisected op by op instead (each prefix "
+                                   "strictly on the GPU in fp16 and fp32 against LiteRT's CPU) and the first op the "
+                                   "GPU gets wrong is named, with its class (fp16 precision or GPU miscompute)")
+    p.add_argument("--inputs", metavar="NPZ", help="with a .tflite: the inputs to run it on, by input name (default: "
+                                                   "seeded random, as `check` makes them)")
     p.add_argument("--boundaries", help="comma-separated module names (default: auto = every block in execution "
                                         "order, then the output)")
     p.add_argument("--min-corr", type=correlation, default=0.999, help="divergence threshold in (0, 1] (default 0.999)")
@@ -402,6 +407,11 @@ def run(args: argparse.Namespace) -> int:
 
     if refuse_output_path("--json", args.json, inputs=(args.builder.rpartition(":")[0],)):
         return 2
+    if args.builder.endswith(".tflite"):
+        return _run_graph(args)
+    if args.inputs:
+        print("error: --inputs goes with a .tflite file (a builder returns its own example inputs)", file=sys.stderr)
+        return 2
     try:
         model, example = load_builder(args.builder)
         bounds = [b.strip() for b in args.boundaries.split(",") if b.strip()] if args.boundaries else "auto"
@@ -428,6 +438,41 @@ def run(args: argparse.Namespace) -> int:
     if args.explorer:
         _write_explorer(model, example, report, Path(args.explorer), Path(args.builder.rpartition(":")[0]).stem)
     return 0 if report.diagnosis == "clean" else 1
+
+
+def _run_graph(args: argparse.Namespace) -> int:
+    """`bisect MODEL.tflite`: exit 0 when every op agrees with the CPU, 1 naming the first wrong op, 2 when the
+    file or its inputs cannot be used."""
+    import json
+    import sys
+
+    from ..core.arguments import write_output
+    from .graph_bisect import GraphBisectError, first_wrong_op
+
+    path = Path(args.builder)
+    problem = (special_file_problem(path) or (None if path.is_file() else f"{path} is not a file")) \
+        if path.exists() else f"no such file: {path}"
+    if problem is None and args.inputs and not Path(args.inputs).is_file():
+        problem = f"--inputs: no such file: {args.inputs}"
+    if problem is None and args.budget is not None and not args.budget > 0:
+        problem = "--budget must be > 0 seconds"
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        fault = first_wrong_op(path, args.inputs, min_corr=args.min_corr, budget_s=args.budget or 1800.0,
+                               progress=lambda text: print(text, file=sys.stderr))
+    except (GraphBisectError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(fault.line() if fault else f"every op agrees with LiteRT's CPU on these inputs (min corr {args.min_corr})")
+    if args.json:
+        body = {"file": str(path), "fault": None if fault is None else
+                {k: v for k, v in vars(fault).items()}}
+        problem = write_output(args.json, json.dumps(body, indent=1, default=str))
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+    return 0 if fault is None else 1
 
 
 def _write_explorer(model, example, report, folder: Path, stem: str) -> None:

@@ -161,6 +161,9 @@ def first_wrong_op(path: str | Path, inputs, *, min_corr: float = MIN_CORR, plai
     CPU runtime on `inputs` (the checker's input forms), or None when the whole file agrees. Raises
     GraphBisectError when the file cannot be cut or a cut cannot run, and when `budget_s` runs out (saying how
     far it got). `progress(text)` is called after each cut."""
+    from ..core.model_info import read_model_info
+
+    read_model_info(path)                       # InvalidModelError (a ValueError) says what is wrong with the file
     data = Path(path).read_bytes()
     schema, model = _load(data)
     ops = model.subgraphs[0].operators or []
