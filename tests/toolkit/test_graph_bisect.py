@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from litert_gpu_toolkit.diagnose.graph_bisect import GraphBisectError, cut, first_wrong_op, live_after, _load
+from litert_gpu_toolkit.diagnose.graph_bisect import ONE, GraphBisectError, cut, first_wrong_op, live_after, _load
 from litert_gpu_toolkit.lowering.export import export_tflite
 
 torch.manual_seed(0)
@@ -75,7 +75,9 @@ def test_a_cut_is_the_prefix_with_its_live_values_as_outputs(files):
         assert live == live_after(parsed, k) and live
         interp = Interpreter(model_content=body)
         runner = interp.get_signature_runner()
-        outs = runner(**{interp.get_signature_list()["serving_default"]["inputs"][0]: x.numpy()})
+        names = interp.get_signature_list()["serving_default"]["inputs"]
+        assert names[-1] == ONE                       # the runtime 1.0 every cut value is multiplied by
+        outs = runner(**{names[0]: x.numpy(), ONE: np.ones([1], np.float32)})
         assert len(outs) == len(live)
         names = {n for value in outs.values() for n, ref in values.items()
                  if np.allclose(value.reshape(ref.shape), ref.numpy(), atol=1e-5)}
@@ -87,8 +89,10 @@ def test_a_cut_is_the_prefix_with_its_live_values_as_outputs(files):
 def test_a_file_without_one_subgraph_is_refused_with_a_reason(tmp_path):
     path = tmp_path / "empty.tflite"
     path.write_bytes(_empty_model())
-    with pytest.raises(GraphBisectError, match="0 subgraphs"):
+    with pytest.raises(ValueError, match="no subgraphs"):       # InvalidModelError, from the model reader
         first_wrong_op(path, {})
+    with pytest.raises(GraphBisectError, match="0 subgraphs"):
+        cut(_empty_model(), 0)
 
 
 def _empty_model() -> bytes:
@@ -117,8 +121,9 @@ def test_graph_bisect_names_the_miscomputed_value_and_says_gpu_miscompute(gpu, f
     path, _, x = files["ReturnedFc"]
     fault = first_wrong_op(path, {"args_0": x.numpy()}, plain_gpu_ops=set())
     print(f"\n[llvmpipe] {fault.line()}")
-    assert fault.kind == "GPU miscompute" and fault.op == "MUL", fault
-    assert fault.wrong_tensor and fault.wrong_tensor != fault.tensor      # the FC's returned value went wrong
+    # wrong as the file is, right once every output is returned through an op of its own: the returned FC
+    assert fault.kind == "GPU miscompute" and fault.op == "FULLY_CONNECTED", fault
+    assert fault.wrong_tensor == fault.tensor and len(fault.probes) == 2
     assert fault.moved_by_rewrites is True and "moved it onto the GPU" in fault.line()
     assert fault.returned_and_read and "output-aliasing wall" in fault.line()
 
@@ -139,7 +144,8 @@ def test_convert_for_gpu_names_the_op_when_the_block_bisect_cannot(gpu, tmp_path
     res = convert_for_gpu(ReturnedFc().eval(), (x,), tmp_path / "returned_fc.tflite", exclude=("legalize",))
     assert res.verdict == "NUMERICS_FAIL", res.summary()
     assert res.graph_fault is not None, (res.graph_fault_error, res.summary())
-    assert res.graph_fault.kind == "GPU miscompute" and res.graph_fault.op == "MUL"
+    assert res.graph_fault.kind == "GPU miscompute" and res.graph_fault.op == "FULLY_CONNECTED"
+    assert res.graph_fault.returned_and_read
     text = res.summary()
     print("\n" + text)
     assert "graph bisect (the file, op by op, GPU vs CPU): GPU miscompute at op" in text
@@ -171,8 +177,8 @@ def test_bisect_cli_on_a_tflite_names_the_op_and_exits_1(gpu, files, tmp_path):
     np.savez(tmp_path / "in.npz", args_0=x.numpy())
     out = _cli(path, "--inputs", tmp_path / "in.npz", "--json", tmp_path / "fault.json")
     assert out.returncode == 1, out.stderr
-    assert "GPU miscompute at op 2 MUL" in out.stdout and "cut after op" in out.stderr
+    assert "GPU miscompute at op 1 FULLY_CONNECTED" in out.stdout and "the file as it is: wrong" in out.stderr
     import json
 
-    assert json.loads((tmp_path / "fault.json").read_text())["fault"]["op"] == "MUL"
+    assert json.loads((tmp_path / "fault.json").read_text())["fault"]["op"] == "FULLY_CONNECTED"
     assert _cli(files["Right"][0]).returncode == 0
