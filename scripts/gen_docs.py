@@ -19,7 +19,7 @@ Blocks (name: source -> where):
   fp16_norms, spectral, masked_attention, constant_blowup
             docs/data/measured.json (python -m pytest ... --record-measurements: the tests that assert the
             figures record them; tests/measurements.py) -> REFERENCE.md
-  zoo       zoo/results.json (python zoo/run.py) -> zoo/README.md; likewise held_out/, trained/, weights_MODE/
+  zoo       zoo/results.json (python zoo/run.py) -> zoo/README.md; likewise held_out/, trained/, weights_MODE/, library_init/
   runtime_walls  utilities/litert_gpu_toolkit/lint/runtime_walls.json (python scripts/runtime_walls.py --record)
             -> docs/runtime-walls.md
   runtime_recipes  docs/data/runtime_recipes.json (python scripts/runtime_matrix.py --record) -> docs/runtime-walls.md
@@ -410,9 +410,9 @@ MEASURED_RENDERERS = {"fp16_norms": render_fp16_norms, "spectral": render_spectr
 
 # ---------------------------------------------------------------------------------------------- zoo
 
-def zoo_page(held_out: bool = False, trained: bool = False, weights: str = "fp32") -> str | None:
-    results = (ZOO / ("held_out" if held_out else "") / ("trained" if trained else "")
-               / (f"weights_{weights}" if weights != "fp32" else "") / "results.json")
+def zoo_page(held_out: bool = False, trained: bool = False, sub: str = "") -> str | None:
+    """A zoo mode's table; `sub`: a mode's folder under zoo/ (weights_MODE, library_init)."""
+    results = ZOO / ("held_out" if held_out else "") / ("trained" if trained else "") / sub / "results.json"
     if not results.exists():
         return None
     sys.path.insert(0, str(ZOO))                  # the zoo is not part of the toolkit: zoo/litert_zoo
@@ -716,10 +716,10 @@ def targets() -> dict[Path, str]:
     page = zoo_page(held_out=True)
     if page is not None:
         update(ZOO / "held_out" / "README.md", "zoo", "zoo/held_out/results.json", page, "")
-    for mode in ("fp16", "int8", "int4"):
-        page = zoo_page(weights=mode)
+    for sub in ("weights_fp16", "weights_int8", "weights_int4", "library_init"):
+        page = zoo_page(sub=sub)
         if page is not None:
-            update(ZOO / f"weights_{mode}" / "README.md", "zoo", f"zoo/weights_{mode}/results.json", page, "")
+            update(ZOO / sub / "README.md", "zoo", f"zoo/{sub}/results.json", page, "")
     page = zoo_page(trained=True)
     if page is not None:
         update(ZOO / "trained" / "README.md", "zoo", "zoo/trained/results.json", page, "")

@@ -149,12 +149,16 @@ def test_weights_mode_table_states_its_own_floor_and_the_weights_line():
     assert "14 of 14 weight tensors" in table and "--weights int8" in table
 
 
-@pytest.mark.parametrize("mode", ["fp16", "int8"])
-def test_committed_weights_readmes_match_their_results(mode):
-    data = json.loads((ROOT / "zoo" / f"weights_{mode}" / "results.json").read_text())
+@pytest.mark.parametrize("sub", ["weights_fp16", "weights_int8", "library_init"])
+def test_committed_mode_readmes_match_their_results(sub):
+    data = json.loads((ROOT / "zoo" / sub / "results.json").read_text())
     rows = {d["name"]: row_from_dict(d) for d in data["rows"]}
-    assert data["environment"]["weights"] == mode
-    assert render_table(rows, data["environment"]).rstrip() in (ROOT / "zoo" / f"weights_{mode}" / "README.md").read_text()
+    env = data["environment"]
+    assert (env["weights"] == sub.split("_")[1]) if sub.startswith("weights_") else env["activations"] == "library"
+    readme = (ROOT / "zoo" / sub / "README.md").read_text()
+    assert render_table(rows, env).rstrip() in readme
+    if sub == "library_init":
+        assert "at each library's own initialisation" in readme and "--activations library" in readme
 
 
 def test_committed_readme_matches_committed_results():
