@@ -599,3 +599,52 @@ def test_bool_masks_are_gpu_only_with_the_pass_alone(gpu, tmp_path, make):
                             diagnose_budget_s=0)
     assert alone.verdict == "PASS", alone.summary()
     assert not {"SELECT", "SELECT_V2"} & set(read_model_info(alone.path).op_histogram())
+
+
+class ScoresPlusConstantMask(torch.nn.Module):
+    """Attention scores as `bmm(...).view(1, H, S, S) + mask[1, 1, S, S]` then softmax (XGLM's eager attention, with
+    the causal mask folded to a constant): the converter drops the view, so the ADD reads a rank-3 runtime tensor
+    against a rank-4 constant."""
+
+    def __init__(self, s: int = 12):
+        super().__init__()
+        self.register_buffer("mask", torch.triu(torch.full((1, 1, s, s), torch.finfo(torch.float32).min), 1))
+
+    def forward(self, q, k):                                 # [H, S, D]
+        scores = torch.bmm(q, k.transpose(1, 2)).view(1, q.shape[0], q.shape[1], k.shape[1])
+        return torch.softmax(torch.maximum(scores + self.mask, torch.tensor(torch.finfo(torch.float32).min)), -1)
+
+
+def _qk():
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(4, 12, 16, generator=g), torch.randn(4, 12, 16, generator=g)
+
+
+def test_a_leading_one_view_plus_a_rank_4_constant_is_computed_at_rank_3_bit_exact():
+    m, (q, k) = ScoresPlusConstantMask().eval(), _qk()
+    legal = legalize(m, (q, k))
+    assert any("at rank 3" in d for d in legal.done), legal.done
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    ShapeProp(legal.module).propagate(q, k)
+    adds = [n for n in legal.module.graph.nodes if n.op == "call_function" and n.target is aten.add.Tensor]
+    assert adds and all(len(n.meta["tensor_meta"].shape) == 3 for n in adds)
+    assert all(len(a.meta["tensor_meta"].shape) == 3 for n in adds for a in n.args if isinstance(a, torch.fx.Node))
+    assert torch.equal(legal.module(q, k), m(q, k))         # bound: bit-exact (the same sums, other views)
+
+
+@pytest.mark.gpu
+def test_the_rank_3_scores_plus_mask_is_right_on_the_gpu_where_plain_is_wrong(gpu, tmp_path):
+    """llvmpipe, ai-edge-litert 2.3.0: plain is GPU-only with wrong numbers (fp16 and fp32); the pass alone is right."""
+    q, k = _qk()
+    plain = convert_for_gpu(ScoresPlusConstantMask().eval(), (q, k), tmp_path / "plain.tflite", patches=False,
+                            diagnose_budget_s=0)
+    assert plain.verdict == "NUMERICS_FAIL", plain.summary()
+    fixed = convert_for_gpu(ScoresPlusConstantMask().eval(), (q, k), tmp_path / "m.tflite", only=("legalize",),
+                            diagnose_budget_s=0, fallback=False)
+    assert fixed.ok, fixed.summary()
+    info = read_model_info(fixed.path)
+    adds = [o for o in info.ops if o.op == "ADD"]
+    assert adds
+    for o in adds:                                          # the wall's form is gone: no rank-3 + rank-4 ADD
+        assert len({len(info.tensor(i).shape) for i in o.inputs}) == 1, "operands of one rank"

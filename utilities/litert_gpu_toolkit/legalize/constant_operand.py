@@ -10,6 +10,13 @@ converter can see through is a constant here too.
 Both operands are aligned to the result's rank and given trailing size-1 axes up to rank 4, with one leading
 size-1 axis when the result's first axis is > 1 and the runtime side broadcasts over it; the result is viewed back.
 Bit-exact: the same elementwise values, only views change.
+
+The same wall at rank 4: a runtime [1, H, S, T] that is only a view of a rank-3 [H, S, T] (attention scores:
+`bmm(q, k).view(1, H, S, T) + mask`, or `x.unsqueeze(0) + c`) reaches the converter as the rank-3 value, since it
+drops the view, so the op reads a rank-3 runtime tensor against a rank-4 constant -- wrong on the GPU alone
+(measured on llvmpipe, ai-edge-litert 2.3.0: [4, 12, 12] + [1, 1, 12, 12], corr 0.68; into a softmax 0.54; the
+same with a [1, 12, 12] constant is right). Such an op is computed at rank 3 on both sides ([H, S, T] and the
+constant without its leading 1) and viewed back: bit-exact. XGLM's attention met it (held-out row).
 """
 from __future__ import annotations
 
@@ -54,6 +61,30 @@ def _layout(run, const, out) -> int | None:
     return 1 if out[0] > 1 and first == 1 else 0
 
 
+_VIEWS = {_aten.view.default, _aten.reshape.default, _aten._unsafe_view.default, _aten.unsqueeze.default}
+
+
+def _leading_one_view(run, const, out) -> bool:
+    """A rank-4 [1, ...] result whose runtime side is a view of the rank-3 value without that 1 (the converter drops
+    the view) and whose constant spans more than one element."""
+    c, src = shape(const), shape(run)
+    if out is None or len(out) != 4 or out[0] != 1 or c is None or math.prod(c) <= 1 or src != tuple(out):
+        return False
+    if not (isinstance(run, torch.fx.Node) and run.op == "call_function" and run.target in _VIEWS):
+        return False
+    return shape(run.args[0]) == tuple(out[1:])
+
+
+def _drop_leading_one(graph, n, a, b, out, const):
+    """n(a, b) computed as n(a', b') on [H, S, T] (both sides without the leading 1), viewed back to `out`."""
+    def three(x):
+        dims = shape(x)
+        aligned = (1,) * (4 - len(dims)) + tuple(dims)
+        return graph.call_function(_aten.view.default, (x, list(aligned[1:])))
+    op = graph.call_function(n.target, (three(a), three(b), *n.args[2:]), dict(n.kwargs))
+    return graph.call_function(_aten.view.default, (op, list(out)))
+
+
 def _lift(graph, node, dims, rank: int, lead: int):
     aligned = (1,) * (rank - len(dims)) + tuple(dims)
     return graph.call_function(_aten.view.default, (node, [1] * lead + list(aligned) + [1] * (4 - rank - lead)))
@@ -62,7 +93,7 @@ def _lift(graph, node, dims, rank: int, lead: int):
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
     const = constant_nodes(graph)
-    done = 0
+    done = rank3 = 0
     for n in list(graph.nodes):
         if n.op != "call_function" or n.target not in OPS or n in const or len(n.args) < 2:
             continue
@@ -72,6 +103,11 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
         if (a in const) == (b in const):
             continue
         run, c = (b, a) if a in const else (a, b)
+        if _leading_one_view(run, c, tuple(out)):
+            with graph.inserting_before(n):
+                n.replace_all_uses_with(_drop_leading_one(graph, n, a, b, tuple(out), c))
+            rank3 += 1
+            continue
         lead = _layout(run, c, out)
         if lead is None:
             continue
@@ -81,4 +117,6 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
             back = graph.call_function(_aten.view.default, (op, list(out)))
         n.replace_all_uses_with(back)
         done += 1
-    return [f"elementwise op on a constant at rank 2-3 -> at rank 4 x{done} (bit-exact)"] * bool(done), []
+    return ([f"elementwise op on a constant at rank 2-3 -> at rank 4 x{done} (bit-exact)"] * bool(done)
+            + [f"elementwise op of a [1, ...] view and a rank-4 constant -> at rank 3 x{rank3} (bit-exact)"]
+            * bool(rank3)), []
