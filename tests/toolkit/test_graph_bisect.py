@@ -135,20 +135,41 @@ def test_graph_bisect_of_a_right_file_finds_nothing(gpu, files):
 
 
 @pytest.mark.gpu
-def test_convert_for_gpu_names_the_op_when_the_block_bisect_cannot(gpu, tmp_path):
+def test_convert_for_gpu_names_the_op_and_respells_it_when_the_block_bisect_cannot(gpu, tmp_path):
     """With the legalize pass off (its `returned_fc` rule is the fix), the file is wrong at full residency and the
-    block bisect has no block to name: the result carries the graph bisect's op and its class."""
+    block bisect has no block to name: the graph bisect names the returned FULLY_CONNECTED (GPU miscompute, output
+    aliasing), and the exact respelling of the file (the output returned as NEG(NEG(y))) is kept because the GPU
+    then agrees with torch."""
     from litert_gpu_toolkit import convert_for_gpu
 
     x = torch.randn(1, 8, 8, 4)
     res = convert_for_gpu(ReturnedFc().eval(), (x,), tmp_path / "returned_fc.tflite", exclude=("legalize",))
-    assert res.verdict == "NUMERICS_FAIL", res.summary()
-    assert res.graph_fault is not None, (res.graph_fault_error, res.summary())
-    assert res.graph_fault.kind == "GPU miscompute" and res.graph_fault.op == "FULLY_CONNECTED"
-    assert res.graph_fault.returned_and_read
     text = res.summary()
     print("\n" + text)
+    assert res.graph_fault is not None, (res.graph_fault_error, text)
+    assert res.graph_fault.kind == "GPU miscompute" and res.graph_fault.op == "FULLY_CONNECTED"
+    assert res.graph_fault.returned_and_read
+    assert res.ok and res.repaired == ["respell:returned_negated_twice"], text
+    assert "respell:returned_negated_twice" in res.kept and res.path == tmp_path / "returned_fc.tflite"
     assert "graph bisect (the file, op by op, GPU vs CPU): GPU miscompute at op" in text
+
+
+@pytest.mark.gpu
+def test_a_rank_changing_constant_add_is_respelled_at_equal_rank(gpu, tmp_path):
+    """XGLM's attention form with the legalize pass off: scores [4, 12, 12] + a [1, 1, 12, 12] constant mask is
+    wrong on the GPU; the graph bisect names it and the `equal_rank` respelling (a RESHAPE of the runtime side to
+    rank 4) is kept: PASS."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "legalize"))
+    from test_legalize import ScoresPlusConstantMask, _qk
+    from litert_gpu_toolkit import convert_for_gpu
+
+    res = convert_for_gpu(ScoresPlusConstantMask().eval(), _qk(), tmp_path / "scores.tflite", exclude=("legalize",))
+    print("\n" + res.summary())
+    assert res.graph_fault is not None and res.graph_fault.kind == "GPU miscompute", res.summary()
+    assert res.ok and res.repaired == ["respell:equal_rank"], res.summary()
 
 
 def _cli(*args):

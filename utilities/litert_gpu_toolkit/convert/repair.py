@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from .result import ConvertResult, describe, quality
+from ..rewrites.registry import Change
 from ..core.quiet import stage
 
 
@@ -83,6 +84,9 @@ def diagnose_and_repair(job, best: ConvertResult, path: Path, try_path, excluded
     if not new or time.monotonic() - start > budget_s:
         if not new:
             _graph_fault(job, best, budget_s, plain_result, report.diagnosis)
+            respelled = _respell(job, best, try_path)
+            if respelled is not None:
+                return respelled
             stage(best.unresolved())
         return best
     saved = job.opts
@@ -101,8 +105,45 @@ def diagnose_and_repair(job, best: ConvertResult, path: Path, try_path, excluded
         dropped[name] = f"tried after bisect ({report.diagnosis}): {describe(cand)}, not better than {describe(best)}"
     best.dropped.update({n: dropped[n] for n in new})
     _graph_fault(job, best, budget_s, plain_result, report.diagnosis)
+    respelled = _respell(job, best, try_path)
+    if respelled is not None:
+        return respelled
     stage(best.unresolved())
     return best
+
+
+def _respell(job, best: ConvertResult, try_path) -> ConvertResult | None:
+    """For a GPU miscompute the graph bisect named: each exact respelling of the file (`diagnose.respell`), checked
+    against torch like any conversion; the first that ranks above `best` is returned, else None (each tried one
+    is recorded on `best.respellings`)."""
+    fault = best.graph_fault
+    if fault is None or fault.kind != "GPU miscompute" or best.path is None:
+        return None
+    import dataclasses
+
+    from ..diagnose.respell import candidates
+    from .pipeline import _check
+
+    for cand in candidates(Path(best.path).read_bytes(), fault):
+        path = Path(try_path())
+        path.write_bytes(cand.data)
+        stage(f"respelling the miscomputed form: {cand.what}")
+        try:
+            report = _check(path, job.inputs, job.reference, dict(job.opts.check_kwargs))
+        except Exception as e:                           # noqa: BLE001 - a diagnosis never breaks the conversion
+            best.respellings.append(f"{cand.name}: check failed ({type(e).__name__})")
+            continue
+        change = Change("<file>", cand.what, f"respell:{cand.name}", True)
+        result = dataclasses.replace(best, path=path, report=report, changes=[*best.changes, change],
+                                     repaired=[f"respell:{cand.name}"], respellings=[*best.respellings])
+        line = f"{cand.name}: {describe(result)}"
+        job.log.append(f"respell {line}")
+        if quality(result) > quality(best):
+            stage(f"kept: {describe(result)} beats {describe(best)} (respelled: {cand.name})")
+            result.respellings.append(f"{line} (kept)")
+            return result
+        best.respellings.append(f"{line} (not better)")
+    return None
 
 
 # the classes where a block is not enough: the op is what a user (or a respelling) acts on

@@ -46,6 +46,7 @@ class ConvertResult:
     diagnosis_of: str = ""              # set when `diagnosis` bisected another file than this one (which one)
     graph_fault: Any = None             # diagnose.graph_bisect.GraphFault: the first op the GPU gets wrong
     graph_fault_error: str = ""         # why the graph bisect could not name one, when it ran and failed
+    respellings: list = field(default_factory=list)        # "name: verdict (kept / not better)" per respelling tried
     input_share: float | None = None    # how much of the output the input drives (`sensitivity`); None: unmeasured
     quantized: Any = None               # quantize.QuantizeResult when ConvertOptions.weights is not fp32
     inputs: dict = field(default_factory=dict)     # signature -> {input name: array}: what the file was checked with
@@ -74,6 +75,8 @@ class ConvertResult:
             tried.append(f"a graph bisect of the file ({len(self.graph_fault.probes)} cuts)")
         elif self.graph_fault_error:
             tried.append(f"a graph bisect of the file ({self.graph_fault_error[:160]})")
+        if self.respellings:
+            tried.append(f"respelling the op ({'; '.join(self.respellings)})")
         after = [n for n, why in self.dropped.items() if str(why).startswith("tried after bisect")]
         applied = [n for n in d.rewrites if n in self.applied]
         if after:
@@ -154,6 +157,8 @@ class ConvertResult:
             lines += [f"    {line}" for line in self.diagnosis.summary().splitlines()]
             if self.graph_fault is not None:
                 lines.append(f"  graph bisect (the file, op by op, GPU vs CPU): {self.graph_fault.line()}")
+            if self.respellings:
+                lines.append(f"  respellings tried: {'; '.join(self.respellings)}")
             if self.repaired:
                 lines.append(f"  repaired by: {', '.join(self.repaired)} (kept: the file is better with them)")
             else:

@@ -163,7 +163,7 @@ def cut(data: bytes, k: int) -> tuple[bytes, list[int]]:
 
 
 def _probe(data: bytes, k: int | None, inputs: dict, work: Path, timeout: float, min_corr: float):
-    """(diverged, worst fp16 (score, name, text), worst fp32, worst fp16 output name) for the cut after operator k
+    """({label: diverged}, worst fp16 (score, output name, text), worst fp32) for the cut after operator k
     (None: the file as it is, with its own outputs)."""
     from ..check.checker import check_gpu_compatibility
     from ..core.metrics import compare
@@ -173,7 +173,7 @@ def _probe(data: bytes, k: int | None, inputs: dict, work: Path, timeout: float,
     else:
         body, live = cut(data, k)
         if not live:
-            return False, None, None, None
+            return {}, None, None
         feeds = {**inputs, ONE: np.ones([1], np.float32)}
     path = work / f"cut_{'file' if k is None else k}.tflite"
     path.write_bytes(body)
@@ -184,7 +184,7 @@ def _probe(data: bytes, k: int | None, inputs: dict, work: Path, timeout: float,
     if cpu is None or report.unsupported_ops:
         raise GraphBisectError(f"the cut after op {k} did not run GPU-only and on the CPU: {report.summary}")
     worst: dict[str, tuple[float, str, str]] = {}
-    bad = False
+    bad = {"gpu_fp16": False, "gpu_fp32": False}
     for label in ("gpu_fp16", "gpu_fp32"):
         got = next(iter(outs.get(label, {}).values()), None)
         if got is None:
@@ -192,19 +192,21 @@ def _probe(data: bytes, k: int | None, inputs: dict, work: Path, timeout: float,
         for name, ref in cpu.items():
             c = compare(got[name], ref)
             wrong = diverges(c, min_corr)
-            bad |= wrong and label == "gpu_fp16"
+            bad[label] |= wrong
             score = -2.0 if c.nonfinite or c.all_zero else c.corr if c.corr == c.corr else (-1.0 if wrong else 1.0)
             text = (f"{c.nonfinite} non-finite" if c.nonfinite else "all zero" if c.all_zero else
                     f"corr {c.corr:.4f}" if c.corr == c.corr else f"SNR {c.snr_db:.1f} dB")
             if label not in worst or score < worst[label][0]:
                 worst[label] = (score, name, text)
-    return bad, worst["gpu_fp16"], worst["gpu_fp32"], worst["gpu_fp16"][1]
+    return bad, worst["gpu_fp16"], worst["gpu_fp32"]
 
 
 def first_wrong_op(path: str | Path, inputs, *, min_corr: float = MIN_CORR, plain_gpu_ops: set[str] | None = None,
                    budget_s: float = 600.0, timeout: float = 300.0, progress=None) -> GraphFault | None:
-    """The first operator of the file at `path` whose output the strict-GPU fp16 run gets wrong against LiteRT's
-    CPU runtime on `inputs` (the checker's input forms), or None when the whole file agrees. Raises
+    """The first operator of the file at `path` whose output the strict GPU run gets wrong against LiteRT's CPU
+    runtime on `inputs` (the checker's input forms) -- judged in fp32 when the whole file is wrong in fp32 too (so
+    a value that only fp16's range cannot hold, a -3.4e38 mask, does not stop the search early), else in fp16 -- or
+    None when the whole file agrees. Raises
     GraphBisectError when the file cannot be cut or a cut cannot run, and when `budget_s` runs out (saying how
     far it got). `progress(text)` is called after each cut."""
     from ..core.inputs import make_inputs
@@ -227,16 +229,23 @@ def first_wrong_op(path: str | Path, inputs, *, min_corr: float = MIN_CORR, plai
                 raise GraphBisectError(f"budget of {budget_s:.0f} s spent after {len(probes)} cuts; the first wrong "
                                        f"op lies in ops {lo}..{hi}")
             res = _probe(data, k, feeds, Path(tmp), timeout, min_corr)
-            probes.append((-1 if k is None else k, res[0]))
+            # a file wrong in fp32 as well is bisected on fp32 (the first op the GPU computes wrong, whatever
+            # the precision); one wrong in fp16 only, on fp16
+            wrong = bool(res[0] and res[0][precision[0]]) if res[0] else False
+            probes.append((-1 if k is None else k, wrong))
             found[k] = res
             if progress:
                 where = label or f"cut after op {k} ({_op_name(schema, model, ops[k])})"
-                progress(f"graph bisect: {where}: {'wrong' if res[0] else 'right'} "
-                         f"(fp16 {res[1][2] if res[1] else '-'})")
-            return res[0]
+                shown = res[1] if precision[0] == "gpu_fp16" else res[2]
+                progress(f"graph bisect: {where}: {'wrong' if wrong else 'right'} "
+                         f"({precision[0][4:]} {shown[2] if shown else '-'})")
+            return wrong
 
+        precision = ["gpu_fp16"]
         if not run(None, "the file as it is"):
             return None
+        if found[None][0]["gpu_fp32"]:
+            precision[0] = "gpu_fp32"
         if not run(hi, "every op, outputs returned through their own op"):
             return _aliasing_fault(schema, model, found[None], min_corr, plain_gpu_ops, probes, start)
         while lo < hi:                     # invariant: cut hi diverges; every cut before lo agrees
@@ -249,7 +258,9 @@ def first_wrong_op(path: str | Path, inputs, *, min_corr: float = MIN_CORR, plai
 
 
 def _fault(schema, model, k: int, res, min_corr, plain_gpu_ops, probes, start, tensor_index=None) -> GraphFault:
-    _, w16, w32, worst = res
+    _, w16, w32 = res
+    kind = "GPU miscompute" if w32[0] < min_corr else "fp16 precision"
+    worst = (w32 if kind == "GPU miscompute" else w16)[1]
     graph = model.subgraphs[0]
     ops = graph.operators
     op = ops[k]
@@ -260,7 +271,6 @@ def _fault(schema, model, k: int, res, min_corr, plain_gpu_ops, probes, start, t
     wrong = _name(graph.tensors[index]) if index is not None else ""
     read = {int(t) for o in ops for t in (o.inputs if o.inputs is not None else []) if t >= 0}
     aliased = index is not None and index in {int(t) for t in graph.outputs} and index in read
-    kind = "GPU miscompute" if w32[0] < min_corr else "fp16 precision"
     name = _op_name(schema, model, op)
     moved = None if plain_gpu_ops is None else name not in plain_gpu_ops
     return GraphFault(k, name, tensor, kind, w16[2], w32[2], wrong, aliased, moved, probes,
@@ -271,7 +281,7 @@ def _aliasing_fault(schema, model, res, min_corr, plain_gpu_ops, probes, start) 
     """The file is wrong as it is and right once every output is returned through an op of its own: the fault is
     in how an output is returned (an output another op also reads), at the op that writes the worst output."""
     graph = model.subgraphs[0]
-    worst = res[3]
+    worst = (res[2] if res[2][0] < min_corr else res[1])[1]
     sig = (model.signatureDefs or [None])[0]
     by_name = {(m.name.decode() if isinstance(m.name, bytes) else m.name): int(m.tensorIndex)
                for m in (sig.outputs if sig is not None and sig.outputs else [])}

@@ -1,0 +1,144 @@
+"""A GPU miscompute named by the graph bisect, met by writing the same arithmetic another way in the .tflite.
+
+When fp32 is as wrong as fp16 at an op, no precision fix helps: the GPU computes that op's form wrong. Some forms
+have an equivalent the GPU computes right; each respelling here is exact (the same values, bit for bit: only views
+and sign flips change) and is kept only when the GPU agrees with LiteRT's CPU on the whole file afterwards.
+
+  * `equal_rank`: an elementwise op whose runtime operand has a lower rank than its other operand reads it through
+    a RESHAPE to the same rank (leading 1s). Measured on llvmpipe, ai-edge-litert 2.3.0: ADD([4, 12, 12] runtime,
+    [1, 1, 12, 12] constant) is wrong, the same ADD with the runtime side at [1, 4, 12, 12] is right; it is what
+    the converter makes of `bmm(q, k).view(1, H, S, T) + mask` (the legalize rule `constant_operand` meets it on
+    the torch graph; this one meets it in a file converted elsewhere).
+  * `returned_negated_twice`: a graph output that another op also reads is returned as NEG(NEG(value)), an output
+    of its own (the output-aliasing wall; the legalize rule `returned_fc` does the same before conversion).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .graph_bisect import GraphFault, _load, _name
+
+BINARY = ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW")
+
+
+@dataclass
+class Respelling:
+    name: str
+    what: str
+    data: bytes
+
+
+def _code(schema, model, builtin: int) -> int:
+    for i, c in enumerate(model.operatorCodes):
+        if max(c.builtinCode, c.deprecatedBuiltinCode) == builtin:
+            return i
+    code = schema.OperatorCodeT()
+    code.builtinCode, code.deprecatedBuiltinCode, code.version = builtin, min(builtin, 127), 1
+    model.operatorCodes.append(code)
+    return len(model.operatorCodes) - 1
+
+
+def _op_type(schema, model, op) -> str:
+    c = model.operatorCodes[op.opcodeIndex]
+    value = max(c.builtinCode, c.deprecatedBuiltinCode)
+    return next((k for k, v in vars(schema.BuiltinOperator).items() if v == value and not k.startswith("_")), "")
+
+
+def _pack(model, size: int) -> bytes:
+    import flatbuffers
+
+    builder = flatbuffers.Builder(size + 4096)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def _new_tensor(schema, graph, like, name: str, shape) -> int:
+    t = schema.TensorT()
+    t.name, t.shape, t.type, t.buffer = name, [int(d) for d in shape], like.type, 0
+    graph.tensors.append(t)
+    return len(graph.tensors) - 1
+
+
+def equal_rank(data: bytes) -> Respelling | None:
+    """Every binary elementwise op whose non-constant operand has a lower rank than the other reads it through a
+    RESHAPE with leading 1s (static shapes only)."""
+    schema, model = _load(data)
+    graph = model.subgraphs[0]
+    reshape = None
+    ops, count = [], 0
+    for op in graph.operators or []:
+        if _op_type(schema, model, op) in BINARY and op.inputs is not None and len(op.inputs) == 2:
+            a, b = (graph.tensors[int(i)] for i in op.inputs)
+            ranks = [len(a.shape), len(b.shape)]
+            low = int(np.argmin(ranks))
+            side = graph.tensors[int(op.inputs[low])]
+            runtime = model.buffers[side.buffer].data is None
+            static = all(int(d) > 0 for d in side.shape) and (side.shapeSignature is None or
+                                                               min(side.shapeSignature, default=1) > 0)
+            if ranks[0] != ranks[1] and runtime and static:
+                reshape = reshape if reshape is not None else _code(schema, model, schema.BuiltinOperator.RESHAPE)
+                shape = [1] * (max(ranks) - ranks[low]) + [int(d) for d in side.shape]
+                buf = schema.BufferT()
+                buf.data = np.asarray(shape, np.int32).view(np.uint8)
+                model.buffers.append(buf)
+                shape_t = _new_tensor(schema, graph, side, f"{_name(side)}/equal_rank_shape_{count}", [len(shape)])
+                graph.tensors[shape_t].type, graph.tensors[shape_t].buffer = (schema.TensorType.INT32,
+                                                                              len(model.buffers) - 1)
+                lifted = _new_tensor(schema, graph, side, f"{_name(side)}/equal_rank_{count}", shape)
+                r = schema.OperatorT()
+                r.opcodeIndex, r.inputs, r.outputs = reshape, [int(op.inputs[low]), shape_t], [lifted]
+                r.builtinOptionsType = schema.BuiltinOptions.ReshapeOptions
+                r.builtinOptions = schema.ReshapeOptionsT()
+                r.builtinOptions.newShape = shape
+                ops.append(r)
+                inputs = [int(i) for i in op.inputs]
+                inputs[low] = lifted
+                op.inputs = inputs
+                count += 1
+        ops.append(op)
+    if not count:
+        return None
+    graph.operators = ops
+    return Respelling("equal_rank", f"{count} elementwise op(s) read their lower-rank runtime operand through a "
+                      "RESHAPE to the other operand's rank (bit-exact)", _pack(model, len(data)))
+
+
+def returned_negated_twice(data: bytes) -> Respelling | None:
+    """Every graph output that an op of the graph also reads is returned as NEG(NEG(value)) (bit-exact)."""
+    schema, model = _load(data)
+    graph = model.subgraphs[0]
+    read = {int(t) for op in graph.operators or [] for t in (op.inputs if op.inputs is not None else []) if t >= 0}
+    outputs = [int(t) for t in graph.outputs]
+    shared = [t for t in outputs if t in read]
+    if not shared:
+        return None
+    neg = _code(schema, model, schema.BuiltinOperator.NEG)
+    remap = {}
+    for t in shared:
+        src = graph.tensors[t]
+        mid = _new_tensor(schema, graph, src, f"{_name(src)}/negated", src.shape)
+        out = _new_tensor(schema, graph, src, f"{_name(src)}/returned", src.shape)
+        for a, b in ((t, mid), (mid, out)):
+            op = schema.OperatorT()
+            op.opcodeIndex, op.inputs, op.outputs = neg, [a], [b]
+            graph.operators.append(op)
+        remap[t] = out
+    graph.outputs = [remap.get(t, t) for t in outputs]
+    for sig in model.signatureDefs or []:
+        for m in sig.outputs or []:
+            m.tensorIndex = remap.get(int(m.tensorIndex), int(m.tensorIndex))
+    return Respelling("returned_negated_twice", f"{len(shared)} output(s) also read by another op returned as "
+                      "NEG(NEG(value)) (bit-exact)", _pack(model, len(data)))
+
+
+RESPELLINGS = (equal_rank, returned_negated_twice)
+
+
+def candidates(data: bytes, fault: GraphFault | None = None) -> list[Respelling]:
+    """Each respelling that changes the file (the aliasing one first when the fault names a returned value)."""
+    found = [r for r in (f(data) for f in RESPELLINGS) if r is not None]
+    if fault is not None and fault.returned_and_read:
+        found.sort(key=lambda r: r.name != "returned_negated_twice")
+    return found
