@@ -121,15 +121,17 @@ def _respell(job, best: ConvertResult, try_path) -> ConvertResult | None:
         return None
     import dataclasses
 
+    from ..check.checker import check_gpu_compatibility
+    from ..core.inputs import as_declared
     from ..diagnose.respell import candidates
-    from .pipeline import _check
 
     for cand in candidates(Path(best.path).read_bytes(), fault):
         path = Path(try_path())
         path.write_bytes(cand.data)
         stage(f"respelling the miscomputed form: {cand.what}")
         try:
-            report = _check(path, job.inputs, job.reference, dict(job.opts.check_kwargs))
+            report = check_gpu_compatibility(path, inputs=as_declared(path, job.inputs), reference=job.reference,
+                                             **dict(job.opts.check_kwargs))
         except Exception as e:                           # noqa: BLE001 - a diagnosis never breaks the conversion
             best.respellings.append(f"{cand.name}: check failed ({type(e).__name__})")
             continue
