@@ -19,7 +19,8 @@ Blocks (name: source -> where):
   fp16_norms, spectral, masked_attention, constant_blowup
             docs/data/measured.json (python -m pytest ... --record-measurements: the tests that assert the
             figures record them; tests/measurements.py) -> REFERENCE.md
-  zoo       zoo/results.json (python zoo/run.py) -> zoo/README.md; likewise held_out/, trained/, weights_MODE/, library_init/
+  zoo       zoo/results.json (python zoo/run.py) -> zoo/README.md; likewise held_out/, trained/,
+            weights_MODE/, library_init/
   runtime_walls  utilities/litert_gpu_toolkit/lint/runtime_walls.json (python scripts/runtime_walls.py --record)
             -> docs/runtime-walls.md
   runtime_recipes  docs/data/runtime_recipes.json (python scripts/runtime_matrix.py --record) -> docs/runtime-walls.md

@@ -144,7 +144,7 @@ def test_weights_mode_table_states_its_own_floor_and_the_weights_line():
     env = {"ai-edge-litert": "2.3.0", "gpu": "llvmpipe (LLVM)", "gpu_is_software": True, "weights": "int8"}
     table = render_table({"vit": row}, env)
     assert "with int8 weights" in table.splitlines()[0]
-    assert f"weights='int8'): 1/1 PASS" in table and f"corr >= {DEFAULT_MIN_CORR['int8']:g}" in table
+    assert "weights='int8'): 1/1 PASS" in table and f"corr >= {DEFAULT_MIN_CORR['int8']:g}" in table
     assert "corr >= 0.999 vs torch" not in table
     assert "14 of 14 weight tensors" in table and "--weights int8" in table
 

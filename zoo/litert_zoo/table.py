@@ -36,7 +36,8 @@ def _verdict_line(env: dict, passed: int, done: int) -> str:
     return (f"**convert_for_gpu(weights='{mode}'): {passed}/{done} PASS** (the {mode} file strict GPU-only, its "
             f"GPU output against the CPU and against torch at corr >= {DEFAULT_MIN_CORR[mode]:g}, the mode's floor; "
             "where the float file itself stands below that floor on the GPU, the floor is the float file's own "
-            "agreement less the mode's allowance. The *corr fp16* column is the quantized file's lowest GPU corr against the source; *weights* says "
+            "agreement less the mode's allowance. The *corr fp16* column is the quantized file's lowest GPU corr "
+            "against the source; *weights* says "
             "which weight tensors were quantized, in which form, and which stayed float and why).")
 
 
@@ -179,7 +180,8 @@ def render_table(rows: dict[str, ZooRow], env: dict, held_out: bool = False) -> 
         "rows; `--library timm` one library; `--fast` is the CI subset; `--table-only` regenerates this file).",
         "",
         "| model | library | domain | params | plain | plain corr fp16 | convert_for_gpu | residency | corr fp16 "
-        "| rewrites kept | input share | seconds | why not PASS (or a weak check) |" + (" weights |" if weights_col else ""),
+        "| rewrites kept | input share | seconds | why not PASS (or a weak check) |"
+        + (" weights |" if weights_col else ""),
         "|---|---|---|---:|---|---:|---|---|---:|---|---:|---:|---|" + ("---|" if weights_col else ""),
     ]
     for r in done:

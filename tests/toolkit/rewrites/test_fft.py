@@ -241,7 +241,8 @@ def test_peak_scaled_logmel_equals_the_fixed_form_in_fp32(power):
         assert torch.isfinite(b).all()
         live = a > fixed.log_clamp + 1.0
         assert (a - b)[live].abs().max().item() <= 2e-5 * max(1.0, a[live].abs().max().item())
-        assert torch.equal(a[~live] == fixed.log_clamp, b[~live] == fixed.log_clamp) or (a - b)[~live].abs().max() < 1e-3
+        clamped = (a - b)[~live].abs()
+        assert clamped.numel() == 0 or clamped.max().item() < 1e-3        # at the clamp, both read about log(clamp)
 
 
 def test_mel_shift_is_a_power_of_two_that_keeps_the_mel_sum_in_half_range():

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .report import diverges
+from ..core.tflite_edit import opcode_index, pack
 
 MIN_CORR = 0.999
 
@@ -109,17 +110,6 @@ def _tensor_map(schema, name: str, index: int):
     return m
 
 
-def _mul_code(schema, model) -> int:
-    for i, c in enumerate(model.operatorCodes):
-        if max(c.builtinCode, c.deprecatedBuiltinCode) == schema.BuiltinOperator.MUL:
-            return i
-    code = schema.OperatorCodeT()
-    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.MUL
-    code.version = 1
-    model.operatorCodes.append(code)
-    return len(model.operatorCodes) - 1
-
-
 def cut(data: bytes, k: int) -> tuple[bytes, list[int]]:
     """The model of operators 0..k whose outputs are the tensors live across the cut (`live_after`), each
     returned as MUL(value, one) with `one` a new runtime input (fed 1.0: bit-exact). Why the MUL: a value that a
@@ -127,8 +117,6 @@ def cut(data: bytes, k: int) -> tuple[bytes, list[int]]:
     PP-OCR's detector returning its live values directly read corr 0.002 in fp16 and fp32 where the file is
     right in fp32), and a live value is often read inside the prefix too (a skip connection); returned through
     an op of its own with a runtime operand, which no converter or delegate folds, the cut adds no fault."""
-    import flatbuffers
-
     schema, model = _load(data)
     graph = model.subgraphs[0]
     live = live_after(model, k)
@@ -137,7 +125,7 @@ def cut(data: bytes, k: int) -> tuple[bytes, list[int]]:
     t = schema.TensorT()
     t.name, t.shape, t.type, t.buffer = ONE, [1], schema.TensorType.FLOAT32, 0
     graph.tensors.append(t)
-    mul = _mul_code(schema, model)
+    mul = opcode_index(schema, model, schema.BuiltinOperator.MUL)
     outs = []
     for v in live:
         src = graph.tensors[v]
@@ -157,9 +145,7 @@ def cut(data: bytes, k: int) -> tuple[bytes, list[int]]:
     for sig in model.signatureDefs or []:
         sig.inputs = [*(sig.inputs or []), _tensor_map(schema, ONE, one)]
         sig.outputs = [_tensor_map(schema, f"cut_{v}", o) for v, o in zip(live, outs)]
-    builder = flatbuffers.Builder(len(data) + 4096)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output()), live
+    return pack(model, len(data)), live
 
 
 def _probe(data: bytes, k: int | None, inputs: dict, work: Path, timeout: float, min_corr: float):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .graph_bisect import GraphFault, _load, _name
+from ..core.tflite_edit import opcode_index, pack
 
 BINARY = ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW")
 
@@ -30,28 +31,10 @@ class Respelling:
     data: bytes
 
 
-def _code(schema, model, builtin: int) -> int:
-    for i, c in enumerate(model.operatorCodes):
-        if max(c.builtinCode, c.deprecatedBuiltinCode) == builtin:
-            return i
-    code = schema.OperatorCodeT()
-    code.builtinCode, code.deprecatedBuiltinCode, code.version = builtin, min(builtin, 127), 1
-    model.operatorCodes.append(code)
-    return len(model.operatorCodes) - 1
-
-
 def _op_type(schema, model, op) -> str:
     c = model.operatorCodes[op.opcodeIndex]
     value = max(c.builtinCode, c.deprecatedBuiltinCode)
     return next((k for k, v in vars(schema.BuiltinOperator).items() if v == value and not k.startswith("_")), "")
-
-
-def _pack(model, size: int) -> bytes:
-    import flatbuffers
-
-    builder = flatbuffers.Builder(size + 4096)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
 
 
 def _new_tensor(schema, graph, like, name: str, shape) -> int:
@@ -66,7 +49,6 @@ def equal_rank(data: bytes) -> Respelling | None:
     RESHAPE with leading 1s (static shapes only)."""
     schema, model = _load(data)
     graph = model.subgraphs[0]
-    reshape = None
     ops, count = [], 0
     for op in graph.operators or []:
         if _op_type(schema, model, op) in BINARY and op.inputs is not None and len(op.inputs) == 2:
@@ -78,7 +60,7 @@ def equal_rank(data: bytes) -> Respelling | None:
             static = all(int(d) > 0 for d in side.shape) and (side.shapeSignature is None or
                                                                min(side.shapeSignature, default=1) > 0)
             if ranks[0] != ranks[1] and runtime and static:
-                reshape = reshape if reshape is not None else _code(schema, model, schema.BuiltinOperator.RESHAPE)
+                reshape = opcode_index(schema, model, schema.BuiltinOperator.RESHAPE)
                 shape = [1] * (max(ranks) - ranks[low]) + [int(d) for d in side.shape]
                 buf = schema.BufferT()
                 buf.data = np.asarray(shape, np.int32).view(np.uint8)
@@ -102,7 +84,7 @@ def equal_rank(data: bytes) -> Respelling | None:
         return None
     graph.operators = ops
     return Respelling("equal_rank", f"{count} elementwise op(s) read their lower-rank runtime operand through a "
-                      "RESHAPE to the other operand's rank (bit-exact)", _pack(model, len(data)))
+                      "RESHAPE to the other operand's rank (bit-exact)", pack(model, len(data)))
 
 
 def returned_negated_twice(data: bytes) -> Respelling | None:
@@ -114,7 +96,7 @@ def returned_negated_twice(data: bytes) -> Respelling | None:
     shared = [t for t in outputs if t in read]
     if not shared:
         return None
-    neg = _code(schema, model, schema.BuiltinOperator.NEG)
+    neg = opcode_index(schema, model, schema.BuiltinOperator.NEG)
     remap = {}
     for t in shared:
         src = graph.tensors[t]
@@ -130,7 +112,7 @@ def returned_negated_twice(data: bytes) -> Respelling | None:
         for m in sig.outputs or []:
             m.tensorIndex = remap.get(int(m.tensorIndex), int(m.tensorIndex))
     return Respelling("returned_negated_twice", f"{len(shared)} output(s) also read by another op returned as "
-                      "NEG(NEG(value)) (bit-exact)", _pack(model, len(data)))
+                      "NEG(NEG(value)) (bit-exact)", pack(model, len(data)))
 
 
 RESPELLINGS = (equal_rank, returned_negated_twice)

@@ -16,19 +16,11 @@ import math
 
 import numpy as np
 
+from ..core.tflite_edit import opcode_index, pack
+
 
 def _text(name) -> str:
     return name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
-
-
-def _opcode(schema, model, code: int) -> int:
-    for i, c in enumerate(model.operatorCodes or []):
-        if max(c.builtinCode, c.deprecatedBuiltinCode) == code:
-            return i
-    c = schema.OperatorCodeT()
-    c.builtinCode, c.deprecatedBuiltinCode, c.version = code, min(code, 127), 1
-    model.operatorCodes.append(c)
-    return len(model.operatorCodes) - 1
 
 
 def _tensor(schema, graph, name: str, shape, dtype: int, buffer: int) -> int:
@@ -68,7 +60,6 @@ def _candidate(graph, op, fc_code: int):
 
 def fc_rank2(data: bytes) -> tuple[bytes, int]:
     """(the model with every static rank-3+ FULLY_CONNECTED carried at rank 2, how many were rewritten)."""
-    import flatbuffers
     from ai_edge_litert import schema_py_generated as schema
 
     model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(data, 0))
@@ -88,7 +79,7 @@ def fc_rank2(data: bytes) -> tuple[bytes, int]:
                 continue
             x, y = found
             rows = math.prod(int(d) for d in x.shape[:-1])
-            code = _opcode(schema, model, schema.BuiltinOperator.RESHAPE)
+            code = opcode_index(schema, model, schema.BuiltinOperator.RESHAPE)
             # names must stay unique (the quantizer keys its work by tensor name); one FC input may feed several FCs
             x2 = _tensor(schema, graph, f"{_text(x.name)}/rank2_{count}", [rows, int(x.shape[-1])], x.type, 0)
             inputs, outputs = [int(i) for i in op.inputs], [int(i) for i in op.outputs]
@@ -104,6 +95,4 @@ def fc_rank2(data: bytes) -> tuple[bytes, int]:
         graph.operators = ops
     if not count:
         return data, 0
-    builder = flatbuffers.Builder(len(data) + 4096)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output()), count
+    return pack(model, len(data)), count
