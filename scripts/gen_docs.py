@@ -579,6 +579,12 @@ def render_plan_cost(data: dict) -> str:
         lines.append(f"| {name.split('@')[0].split('models/', 1)[-1]} | {row['device']}, ai-edge-litert "
                      f"{row['runtime_version']} | {cell(ms['fp16'])} | {cell(ms['fp32'])} | {cell(ms['chain'])} | "
                      f"{ratio(row['chain_over_fp16'])} | {ratio(row['chain_over_fp32'])} | {row['date']} |")
+    failed = [(name, row) for name, row in sorted(data["plans"].items()) if row.get("failed")]
+    if failed:
+        lines += ["", "Runs that failed (a row's median is over the runs that completed):"]
+        lines += [f"- {name.split('@')[0].split('models/', 1)[-1]} on {row['device']}: "
+                  + "; ".join(f"{label}: {str(why).splitlines()[0][:160]}" for label, why in row["failed"].items())
+                  for name, row in failed]
     return "\n".join(lines)
 
 
