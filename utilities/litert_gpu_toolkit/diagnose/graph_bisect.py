@@ -4,9 +4,12 @@ The module bisect (`bisect.py`) cuts the torch model at its blocks; it can name 
 describes the model, not a file someone else converted. This one cuts the file: the prefix of the first k+1
 operators (a .tflite keeps its operators in execution order) becomes a model of its own whose outputs are every
 float tensor that prefix produces and a later op (or the graph's output) reads -- the values "live" across the
-cut, so a wrong value on any path is seen. Each prefix is compiled strictly GPU-only and run in fp16 and fp32
-against LiteRT's CPU runtime on the same inputs; a binary search finds the first cut that diverges, and its last
-op is the first op whose output the GPU gets wrong.
+cut, so a wrong value on any path is seen (each returned through a MUL by a runtime 1.0: see `cut`). Each prefix is
+compiled strictly GPU-only and run in fp16 and fp32 against LiteRT's CPU runtime on the same inputs; a binary
+search finds the first cut that diverges -- in fp32 when the whole file is wrong in fp32 too, else in fp16 -- and
+its last op is the first op whose output the GPU gets wrong. The file is first run as it is, then with every op
+and its outputs returned through ops of their own: wrong only as it is means the fault is in how an output is
+returned (an output another op also reads), named at the op that writes it.
 
 What it says: the op (index, type, output tensor), its fp16 and fp32 agreement with the CPU, and the class --
 "GPU miscompute" when fp32 is as wrong as fp16 (no precision fix can help), "fp16 precision" when only fp16 is
@@ -41,7 +44,7 @@ class GraphFault:
     wrong_tensor: str = ""                      # the live value that diverged most at that cut
     returned_and_read: bool = False             # that value is a graph output that another op also reads
     moved_by_rewrites: bool | None = None       # None: no plain file to compare with
-    probes: list[tuple[int, bool]] = field(default_factory=list)   # (cut, diverged) in the order run
+    probes: list[tuple[int, bool]] = field(default_factory=list)   # (cut, diverged) in run order; -1: the file
     seconds: float = 0.0
 
     def line(self) -> str:
