@@ -83,11 +83,7 @@ def diagnose_and_repair(job, best: ConvertResult, path: Path, try_path, excluded
         job.log.append(f"diagnosis: {', '.join(had)} matched but already applied")
     if not new or time.monotonic() - start > budget_s:
         if not new:
-            _graph_fault(job, best, budget_s, plain_result, report.diagnosis)
-            respelled = _respell(job, best, try_path)
-            if respelled is not None:
-                return respelled
-            stage(best.unresolved())
+            return _name_the_op(job, best, try_path, budget_s, plain_result, report.diagnosis)
         return best
     saved = job.opts
     job.opts = saved.with_overrides(include=(*(saved.include or ()), *new))
@@ -104,7 +100,14 @@ def diagnose_and_repair(job, best: ConvertResult, path: Path, try_path, excluded
     for name in new:
         dropped[name] = f"tried after bisect ({report.diagnosis}): {describe(cand)}, not better than {describe(best)}"
     best.dropped.update({n: dropped[n] for n in new})
-    _graph_fault(job, best, budget_s, plain_result, report.diagnosis)
+    return _name_the_op(job, best, try_path, budget_s, plain_result, report.diagnosis)
+
+
+def _name_the_op(job, best: ConvertResult, try_path, budget_s: float, plain: ConvertResult | None,
+                 kind: str) -> ConvertResult:
+    """After the block diagnosis found no rewrite that helps: the graph bisect names the op, a respelling of a GPU
+    miscompute is kept when the GPU then agrees; else `best`, with the unresolved line shown."""
+    _graph_fault(job, best, budget_s, plain, kind)
     respelled = _respell(job, best, try_path)
     if respelled is not None:
         return respelled

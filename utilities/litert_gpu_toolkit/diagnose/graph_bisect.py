@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from .report import diverges
-from ..core.tflite_edit import opcode_index, pack
+from ..core.tflite_edit import add_tensor, opcode_index, pack
 
 MIN_CORR = 0.999
 
@@ -124,24 +124,19 @@ def cut(data: bytes, k: int) -> tuple[bytes, list[int]]:
     graph = model.subgraphs[0]
     live = live_after(model, k)
     ops = (graph.operators or [])[:k + 1]
-    one = len(graph.tensors)
-    t = schema.TensorT()
-    t.name, t.shape, t.type, t.buffer = ONE, [1], schema.TensorType.FLOAT32, 0
-    graph.tensors.append(t)
+    one = add_tensor(schema, graph, ONE, [1], schema.TensorType.FLOAT32)
     mul = opcode_index(schema, model, schema.BuiltinOperator.MUL)
     outs = []
     for v in live:
         src = graph.tensors[v]
-        copy = schema.TensorT()
-        copy.name, copy.shape, copy.type, copy.buffer = f"cut_{v}", list(src.shape), src.type, 0
-        copy.shapeSignature = src.shapeSignature
-        graph.tensors.append(copy)
+        copy = add_tensor(schema, graph, f"cut_{v}", src.shape, src.type)
+        graph.tensors[copy].shapeSignature = src.shapeSignature
         op = schema.OperatorT()
-        op.opcodeIndex, op.inputs, op.outputs = mul, [v, one], [len(graph.tensors) - 1]
+        op.opcodeIndex, op.inputs, op.outputs = mul, [v, one], [copy]
         op.builtinOptionsType = schema.BuiltinOptions.MulOptions
         op.builtinOptions = schema.MulOptionsT()
         ops.append(op)
-        outs.append(len(graph.tensors) - 1)
+        outs.append(copy)
     graph.operators = ops
     graph.inputs = [*[int(i) for i in graph.inputs], one]
     graph.outputs = outs

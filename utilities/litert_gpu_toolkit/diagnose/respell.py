@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .graph_bisect import GraphFault, _load, _name
-from ..core.tflite_edit import opcode_index, pack
+from .graph_bisect import GraphFault, _load, _name, _op_name
+from ..core.tflite_edit import add_tensor, opcode_index, pack, reshape_op
 
 BINARY = ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW")
 
@@ -31,19 +31,6 @@ class Respelling:
     data: bytes
 
 
-def _op_type(schema, model, op) -> str:
-    c = model.operatorCodes[op.opcodeIndex]
-    value = max(c.builtinCode, c.deprecatedBuiltinCode)
-    return next((k for k, v in vars(schema.BuiltinOperator).items() if v == value and not k.startswith("_")), "")
-
-
-def _new_tensor(schema, graph, like, name: str, shape) -> int:
-    t = schema.TensorT()
-    t.name, t.shape, t.type, t.buffer = name, [int(d) for d in shape], like.type, 0
-    graph.tensors.append(t)
-    return len(graph.tensors) - 1
-
-
 def equal_rank(data: bytes) -> Respelling | None:
     """Every binary elementwise op whose non-constant operand has a lower rank than the other reads it through a
     RESHAPE with leading 1s (static shapes only)."""
@@ -51,7 +38,7 @@ def equal_rank(data: bytes) -> Respelling | None:
     graph = model.subgraphs[0]
     ops, count = [], 0
     for op in graph.operators or []:
-        if _op_type(schema, model, op) in BINARY and op.inputs is not None and len(op.inputs) == 2:
+        if _op_name(schema, model, op) in BINARY and op.inputs is not None and len(op.inputs) == 2:
             a, b = (graph.tensors[int(i)] for i in op.inputs)
             ranks = [len(a.shape), len(b.shape)]
             low = int(np.argmin(ranks))
@@ -60,21 +47,9 @@ def equal_rank(data: bytes) -> Respelling | None:
             static = all(int(d) > 0 for d in side.shape) and (side.shapeSignature is None or
                                                                min(side.shapeSignature, default=1) > 0)
             if ranks[0] != ranks[1] and runtime and static:
-                reshape = opcode_index(schema, model, schema.BuiltinOperator.RESHAPE)
                 shape = [1] * (max(ranks) - ranks[low]) + [int(d) for d in side.shape]
-                buf = schema.BufferT()
-                buf.data = np.asarray(shape, np.int32).view(np.uint8)
-                model.buffers.append(buf)
-                shape_t = _new_tensor(schema, graph, side, f"{_name(side)}/equal_rank_shape_{count}", [len(shape)])
-                graph.tensors[shape_t].type, graph.tensors[shape_t].buffer = (schema.TensorType.INT32,
-                                                                              len(model.buffers) - 1)
-                lifted = _new_tensor(schema, graph, side, f"{_name(side)}/equal_rank_{count}", shape)
-                r = schema.OperatorT()
-                r.opcodeIndex, r.inputs, r.outputs = reshape, [int(op.inputs[low]), shape_t], [lifted]
-                r.builtinOptionsType = schema.BuiltinOptions.ReshapeOptions
-                r.builtinOptions = schema.ReshapeOptionsT()
-                r.builtinOptions.newShape = shape
-                ops.append(r)
+                lifted = add_tensor(schema, graph, f"{_name(side)}/equal_rank_{count}", shape, side.type)
+                ops.append(reshape_op(schema, model, graph, int(op.inputs[low]), lifted, shape))
                 inputs = [int(i) for i in op.inputs]
                 inputs[low] = lifted
                 op.inputs = inputs
@@ -100,8 +75,8 @@ def returned_negated_twice(data: bytes) -> Respelling | None:
     remap = {}
     for t in shared:
         src = graph.tensors[t]
-        mid = _new_tensor(schema, graph, src, f"{_name(src)}/negated", src.shape)
-        out = _new_tensor(schema, graph, src, f"{_name(src)}/returned", src.shape)
+        mid = add_tensor(schema, graph, f"{_name(src)}/negated", src.shape, src.type)
+        out = add_tensor(schema, graph, f"{_name(src)}/returned", src.shape, src.type)
         for a, b in ((t, mid), (mid, out)):
             op = schema.OperatorT()
             op.opcodeIndex, op.inputs, op.outputs = neg, [a], [b]

@@ -14,34 +14,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 
-from ..core.tflite_edit import opcode_index, pack
-
-
-def _text(name) -> str:
-    return name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
-
-
-def _tensor(schema, graph, name: str, shape, dtype: int, buffer: int) -> int:
-    t = schema.TensorT()
-    t.name, t.shape, t.type, t.buffer = name, list(shape), dtype, buffer
-    graph.tensors.append(t)
-    return len(graph.tensors) - 1
-
-
-def _reshape(schema, model, graph, src: int, dst: int, shape, code: int):
-    buf = schema.BufferT()
-    buf.data = np.asarray(shape, np.int32).view(np.uint8)
-    model.buffers.append(buf)
-    shape_t = _tensor(schema, graph, f"{_text(graph.tensors[dst].name)}/shape", [len(shape)],
-                      schema.TensorType.INT32, len(model.buffers) - 1)
-    op = schema.OperatorT()
-    op.opcodeIndex, op.inputs, op.outputs = code, [src, shape_t], [dst]
-    op.builtinOptionsType = schema.BuiltinOptions.ReshapeOptions
-    op.builtinOptions = schema.ReshapeOptionsT()
-    op.builtinOptions.newShape = list(shape)
-    return op
+from ..core.tflite_edit import add_tensor, pack, reshape_op, text as _text
 
 
 def _candidate(graph, op, fc_code: int):
@@ -79,16 +53,15 @@ def fc_rank2(data: bytes) -> tuple[bytes, int]:
                 continue
             x, y = found
             rows = math.prod(int(d) for d in x.shape[:-1])
-            code = opcode_index(schema, model, schema.BuiltinOperator.RESHAPE)
             # names must stay unique (the quantizer keys its work by tensor name); one FC input may feed several FCs
-            x2 = _tensor(schema, graph, f"{_text(x.name)}/rank2_{count}", [rows, int(x.shape[-1])], x.type, 0)
+            x2 = add_tensor(schema, graph, f"{_text(x.name)}/rank2_{count}", [rows, int(x.shape[-1])], x.type, 0)
             inputs, outputs = [int(i) for i in op.inputs], [int(i) for i in op.outputs]
-            ops.append(_reshape(schema, model, graph, inputs[0], x2, [rows, int(x.shape[-1])], code))
+            ops.append(reshape_op(schema, model, graph, inputs[0], x2, [rows, int(x.shape[-1])]))
             op.inputs = [x2, *inputs[1:]]
             ops.append(op)
             if len(y.shape) > 2:            # keep_num_dims: the FC now writes [rows, N]; the graph reads y's shape
-                y2 = _tensor(schema, graph, f"{_text(y.name)}/rank2_{count}", [rows, int(y.shape[-1])], y.type, 0)
-                ops.append(_reshape(schema, model, graph, y2, outputs[0], [int(d) for d in y.shape], code))
+                y2 = add_tensor(schema, graph, f"{_text(y.name)}/rank2_{count}", [rows, int(y.shape[-1])], y.type, 0)
+                ops.append(reshape_op(schema, model, graph, y2, outputs[0], [int(d) for d in y.shape]))
                 op.outputs = [y2, *outputs[1:]]
                 op.builtinOptions.keepNumDims = False
             count += 1
