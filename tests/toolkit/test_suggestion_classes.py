@@ -46,3 +46,29 @@ def test_an_fp16_problem_gets_only_precision_fixes_that_have_an_op():
     assert {"patch_safe_layernorm", "hierarchical_mean"} <= got
     assert "patch_safe_expm1" not in got                                   # no EXP in the graph
     assert not got & {"patch_recurrent", "patch_constant_operand_rank4", "patch_avg_pool"}, got
+
+
+class Diagnosis:
+    def __init__(self, kind, rewrites=()):
+        self.diagnosis, self.rewrites = kind, list(rewrites)
+
+
+def test_after_the_diagnosis_bisect_is_no_suggestion_and_a_precision_dead_end_gets_a_plan():
+    """The convolutional VAD printed 'diagnosis found no fix: compounding at model.conv4; tried a bisect ...' and
+    then 'try: bisect' -- the step that had just run."""
+    from litert_gpu_toolkit.convert.repair import suggestions_after_diagnosis
+    from litert_gpu_toolkit.convert.result import ConvertResult
+    from litert_gpu_toolkit.rewrites.registry import Change
+
+    vad = ConvertResult(None, [Change("lstm_cell", "explicit gates", "patch_recurrent", True)], suggestions=["bisect"])
+    vad.diagnosis = Diagnosis("compounding")
+    assert suggestions_after_diagnosis(vad) == ["plan_precision"]
+    miscompute = ConvertResult(None, [], suggestions=["bisect", "patch_recurrent"])
+    miscompute.diagnosis = Diagnosis("miscompute", ["patch_constant_operand_rank4"])
+    assert suggestions_after_diagnosis(miscompute) == ["patch_recurrent", "patch_constant_operand_rank4"]
+    miscompute.dropped = {"patch_constant_operand_rank4": "tried after bisect (miscompute): not better"}
+    miscompute.diagnosis = Diagnosis("miscompute", ["patch_constant_operand_rank4"])
+    assert suggestions_after_diagnosis(miscompute) == ["patch_recurrent"]
+    applied = ConvertResult(None, [Change("gru", "explicit gates", "patch_recurrent", True)], suggestions=["bisect"])
+    applied.diagnosis = Diagnosis("miscompute", ["patch_recurrent"])
+    assert suggestions_after_diagnosis(applied) == []                  # already in the file: nothing left to try

@@ -495,4 +495,8 @@ class _Job:
         result.attempts, result.input_share = list(self.log), self.input_share
         if self.tried:          # a rewrite that already ran (kept or dropped) is no suggestion
             result.suggestions = [r for r in result.suggestions if r not in self.tried and r not in result.dropped]
+        if result.diagnosis is not None and not result.ok:
+            from .repair import suggestions_after_diagnosis
+
+            result.suggestions = suggestions_after_diagnosis(result)
         return result

@@ -103,6 +103,22 @@ def diagnose_and_repair(job, best: ConvertResult, path: Path, try_path, excluded
     return _name_the_op(job, best, try_path, budget_s, plain_result, report.diagnosis)
 
 
+PRECISION_CLASSES = ("overflow", "compounding", "degraded", "clean")
+
+
+def suggestions_after_diagnosis(result: ConvertResult) -> list[str]:
+    """The suggestions once the diagnosis ran: the checker's (already filtered by class and by op in the graph)
+    and the rewrites matching the diagnosed class and block, less what the file holds or the repair tried --
+    never `bisect` itself, which just ran. A precision class left with nothing gets `plan_precision` (the
+    diverging part in fp32), the one step that needs no new rule."""
+    d = result.diagnosis
+    done = {"bisect", *result.applied, *result.dropped}
+    left = [r for r in dict.fromkeys([*result.suggestions, *d.rewrites]) if r not in done]
+    if not left and d.diagnosis in PRECISION_CLASSES:
+        left = ["plan_precision"]
+    return left
+
+
 def _name_the_op(job, best: ConvertResult, try_path, budget_s: float, plain: ConvertResult | None,
                  kind: str) -> ConvertResult:
     """After the block diagnosis found no rewrite that helps: the graph bisect names the op, a respelling of a GPU
