@@ -2,7 +2,7 @@
 Importing this package imports no model library (each builder does, when called)."""
 from __future__ import annotations
 
-from . import (calls, diffusers_models, held_out, held_out_41, held_out_41b, hf, hf_calls, timm_models,
+from . import (calls, diffusers_models, held_out, held_out_41, held_out_41b, held_out_41c, hf, hf_calls, timm_models,
                torchvision_models, yolo)
 
 ROWS = (*hf.ROWS, *hf_calls.ROWS, *timm_models.ROWS, *torchvision_models.ROWS, *diffusers_models.ROWS, *yolo.ROWS)
@@ -11,8 +11,11 @@ LIBRARIES = tuple(dict.fromkeys(m.library for m in ROWS))
 HELD_OUT = held_out.HELD_OUT                     # not in ZOO, not in its score (see held_out.py)
 HELD_OUT_41 = held_out_41.HELD_OUT_41            # issue 41's held-out set (scripts/measure_held_out.py)
 HELD_OUT_41B = held_out_41b.HELD_OUT_41B         # its second set, named after the pass's rules landed
+HELD_OUT_41C = held_out_41c.HELD_OUT_41C         # its third set, named 2026-12-07
 CALL_ROWS = calls.call_rows(ROWS)               # each text row called each way users call it (calls.py)
-EVERY = {**ZOO, **HELD_OUT, **HELD_OUT_41, **HELD_OUT_41B, **CALL_ROWS}   # what the runner can build, by name
+# what the runner can build, by name
+EVERY = {**ZOO, **HELD_OUT, **HELD_OUT_41, **HELD_OUT_41B, **HELD_OUT_41C, **CALL_ROWS}
 assert len(ZOO) == len(ROWS) and not set(ZOO) & set(HELD_OUT), "zoo row names must be unique"
 assert not (set(ZOO) | set(HELD_OUT)) & set(HELD_OUT_41), "zoo row names must be unique"
 assert not (set(ZOO) | set(HELD_OUT) | set(HELD_OUT_41)) & set(HELD_OUT_41B), "zoo row names must be unique"
+assert not (set(ZOO) | set(HELD_OUT) | set(HELD_OUT_41) | set(HELD_OUT_41B)) & set(HELD_OUT_41C), "names must be unique"
