@@ -203,3 +203,50 @@ def test_bisect_cli_on_a_tflite_names_the_op_and_exits_1(gpu, files, tmp_path):
 
     assert json.loads((tmp_path / "fault.json").read_text())["fault"]["op"] == "FULLY_CONNECTED"
     assert _cli(files["Right"][0]).returncode == 0
+
+
+class TwoMaskedScores(nn.Module):
+    """Two attention-score ADDs of the rank-changing form (a [H, S, S] runtime tensor viewed [1, H, S, S] plus a
+    rank-4 constant): the respelling can lift one or both."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mask", torch.triu(torch.full((1, 1, 12, 12), -1e4), 1))
+
+    def forward(self, q, k):
+        s = torch.bmm(q, k.transpose(1, 2))
+        a = torch.softmax(s.view(1, 4, 12, 12) + self.mask, -1)
+        b = torch.softmax((s * 0.5).view(1, 4, 12, 12) + self.mask, -1)
+        return a + b
+
+
+def test_the_named_op_is_respelled_alone_before_every_op_of_its_form(tmp_path):
+    """`candidates` with a fault at one ADD: first a file where only that ADD reads its runtime side through a
+    RESHAPE, then the file with every such ADD lifted; both give LiteRT's CPU the original's outputs bit for bit."""
+    from litert_gpu_toolkit.core.model_info import read_model_info
+    from litert_gpu_toolkit.diagnose.graph_bisect import GraphFault
+    from litert_gpu_toolkit.diagnose.respell import candidates
+    from ai_edge_litert.interpreter import Interpreter
+
+    def run(data):
+        return Interpreter(model_content=data).get_signature_runner()(args_0=q.numpy(), args_1=k.numpy())
+
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(4, 12, 16, generator=g), torch.randn(4, 12, 16, generator=g)
+    path = export_tflite(TwoMaskedScores().eval(), (q, k), tmp_path / "two.tflite")
+    info = read_model_info(path)
+    adds = [i for i, op in enumerate(info.ops) if op.op == "ADD"
+            and {info.tensor(t, op.subgraph).rank for t in op.inputs} == {3, 4}]
+    assert len(adds) == 2, [op.op for op in info.ops]
+    fault = GraphFault(op_index=adds[1], op="ADD", kind="GPU miscompute", tensor="t", fp16="corr 0.7", fp32="corr 0.7")
+    found = [r for r in candidates(path.read_bytes(), fault) if r.name == "equal_rank"]
+    assert [r.what.split(":")[0] for r in found] == [f"op {adds[1]}", "2 elementwise op(s) read their lower-rank "
+                                                     "runtime operand through a RESHAPE to the other operand's rank "
+                                                     "(bit-exact)"], [r.what for r in found]
+    want = run(path.read_bytes())
+    for i, r in enumerate(found):
+        (tmp_path / f"r{i}.tflite").write_bytes(r.data)
+        assert read_model_info(tmp_path / f"r{i}.tflite").op_histogram()["RESHAPE"] == \
+            info.op_histogram().get("RESHAPE", 0) + (1 if i == 0 else 2)
+        got = run(r.data)
+        assert all(np.array_equal(want[n], got[n]) for n in want), r.what

@@ -31,13 +31,17 @@ class Respelling:
     data: bytes
 
 
-def equal_rank(data: bytes) -> Respelling | None:
+def equal_rank(data: bytes, only: int | None = None) -> Respelling | None:
     """Every binary elementwise op whose non-constant operand has a lower rank than the other reads it through a
-    RESHAPE with leading 1s (static shapes only)."""
+    RESHAPE with leading 1s (static shapes only); with `only`, the op of that index alone (the one the graph bisect
+    named), so the file changes no more than the fault needs."""
     schema, model = _load(data)
     graph = model.subgraphs[0]
     ops, count = [], 0
-    for op in graph.operators or []:
+    for index, op in enumerate(graph.operators or []):
+        if only is not None and index != only:
+            ops.append(op)
+            continue
         if _op_name(schema, model, op) in BINARY and op.inputs is not None and len(op.inputs) == 2:
             a, b = (graph.tensors[int(i)] for i in op.inputs)
             ranks = [len(a.shape), len(b.shape)]
@@ -58,8 +62,9 @@ def equal_rank(data: bytes) -> Respelling | None:
     if not count:
         return None
     graph.operators = ops
-    return Respelling("equal_rank", f"{count} elementwise op(s) read their lower-rank runtime operand through a "
-                      "RESHAPE to the other operand's rank (bit-exact)", pack(model, len(data)))
+    where = f"op {only}: its" if only is not None else f"{count} elementwise op(s) read their"
+    return Respelling("equal_rank", f"{where} lower-rank runtime operand through a RESHAPE to the other operand's "
+                      "rank (bit-exact)", pack(model, len(data)))
 
 
 def returned_negated_twice(data: bytes) -> Respelling | None:
@@ -94,8 +99,14 @@ RESPELLINGS = (equal_rank, returned_negated_twice)
 
 
 def candidates(data: bytes, fault: GraphFault | None = None) -> list[Respelling]:
-    """Each respelling that changes the file (the aliasing one first when the fault names a returned value)."""
+    """Each respelling that changes the file (the aliasing one first when the fault names a returned value). The
+    named op alone comes before every op of its form: the smaller change first, the wider one when it is not
+    enough (the same form elsewhere in the file is wrong too)."""
     found = [r for r in (f(data) for f in RESPELLINGS) if r is not None]
+    local = equal_rank(data, only=fault.op_index) if fault is not None else None
+    wide = next((r for r in found if r.name == "equal_rank"), None)
+    if local is not None and wide is not None and not wide.what.startswith("1 elementwise"):
+        found.insert(found.index(wide), local)
     if fault is not None and fault.returned_and_read:
         found.sort(key=lambda r: r.name != "returned_negated_twice")
     return found
