@@ -72,3 +72,13 @@ def test_after_the_diagnosis_bisect_is_no_suggestion_and_a_precision_dead_end_ge
     applied = ConvertResult(None, [Change("gru", "explicit gates", "patch_recurrent", True)], suggestions=["bisect"])
     applied.diagnosis = Diagnosis("miscompute", ["patch_recurrent"])
     assert suggestions_after_diagnosis(applied) == []                  # already in the file: nothing left to try
+
+
+def test_a_command_names_the_suggestions_as_python_not_as_something_to_try():
+    """`export` prints the result for a user who cannot pass a rewrite: no "try: patch_x" line there."""
+    from litert_gpu_toolkit.convert.result import ConvertResult
+
+    result = ConvertResult(None, [], suggestions=["patch_recurrent", "plan_precision"])
+    assert "  try: patch_recurrent, plan_precision" in result.summary()
+    text = result.summary(command=True)
+    assert "try:" not in text and "no switch" in text and "patch_recurrent, plan_precision" in text, text

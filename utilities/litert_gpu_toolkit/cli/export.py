@@ -188,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
         except Exception as exc:                # noqa: BLE001 - never a traceback: the reason and exit 2
             print(f"error: converting {graph.name} failed unexpectedly: {_where(exc)}", file=sys.stderr)
             return 2
-        print(result.summary())
+        print(result.summary(command=True))
         entry = _write_graph(out, graph.name, result, args, extra)
         entry["notes"] = graph.notes
         record["graphs"].append(entry)

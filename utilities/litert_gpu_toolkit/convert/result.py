@@ -124,7 +124,9 @@ class ConvertResult:
         """The one line of `error` that says what failed and where (never the converter's generic trailer)."""
         return telling_line(self.error) if self.error else None
 
-    def summary(self) -> str:
+    def summary(self, command: bool = False) -> str:
+        """What happened, one fact a line. command=True: for a command-line tool (`export`), whose user cannot pass
+        a rewrite: the suggestions are named as the Python API's, not as something to "try" with the command."""
         lines = [f"{self.verdict}: {self.path or '-'}"]
         if self.error:
             what = "conversion failed" if self.stage == "convert" else f"failed while {STAGES.get(self.stage)}"
@@ -163,7 +165,11 @@ class ConvertResult:
                 lines.append(f"  repaired by: {', '.join(self.repaired)} (kept: the file is better with them)")
             else:
                 lines.append(f"  {self.unresolved()}")
-        if self.suggestions:
+        if self.suggestions and command:
+            lines.append(f"  this command has no switch for what is left; from Python, the toolkit's "
+                         f"{', '.join(self.suggestions)} (utilities/litert_gpu_toolkit/REFERENCE.md; rewrites go in "
+                         "convert_for_gpu(..., include=[...]))")
+        elif self.suggestions:
             lines.append(f"  try: {', '.join(self.suggestions)}")
         if self.quantized is not None:
             lines += [f"  weights {line.strip()}" if i == 0 else line
