@@ -29,6 +29,7 @@ class Respelling:
     name: str
     what: str
     data: bytes
+    ops: int = 0                # how many ops it changed
 
 
 def equal_rank(data: bytes, only: int | None = None) -> Respelling | None:
@@ -64,7 +65,7 @@ def equal_rank(data: bytes, only: int | None = None) -> Respelling | None:
     graph.operators = ops
     where = f"op {only}: its" if only is not None else f"{count} elementwise op(s) read their"
     return Respelling("equal_rank", f"{where} lower-rank runtime operand through a RESHAPE to the other operand's "
-                      "rank (bit-exact)", pack(model, len(data)))
+                      "rank (bit-exact)", pack(model, len(data)), count)
 
 
 def returned_negated_twice(data: bytes) -> Respelling | None:
@@ -92,7 +93,7 @@ def returned_negated_twice(data: bytes) -> Respelling | None:
         for m in sig.outputs or []:
             m.tensorIndex = remap.get(int(m.tensorIndex), int(m.tensorIndex))
     return Respelling("returned_negated_twice", f"{len(shared)} output(s) also read by another op returned as "
-                      "NEG(NEG(value)) (bit-exact)", pack(model, len(data)))
+                      "NEG(NEG(value)) (bit-exact)", pack(model, len(data)), len(shared))
 
 
 RESPELLINGS = (equal_rank, returned_negated_twice)
@@ -105,7 +106,7 @@ def candidates(data: bytes, fault: GraphFault | None = None) -> list[Respelling]
     found = [r for r in (f(data) for f in RESPELLINGS) if r is not None]
     local = equal_rank(data, only=fault.op_index) if fault is not None else None
     wide = next((r for r in found if r.name == "equal_rank"), None)
-    if local is not None and wide is not None and not wide.what.startswith("1 elementwise"):
+    if local is not None and wide is not None and wide.ops > 1:
         found.insert(found.index(wide), local)
     if fault is not None and fault.returned_and_read:
         found.sort(key=lambda r: r.name != "returned_negated_twice")
