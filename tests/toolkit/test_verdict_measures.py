@@ -92,3 +92,15 @@ def test_a_numerics_fail_on_random_inputs_says_so(gpu, tmp_path):
     assert any("rests on random inputs" in w and "--inputs" in w for w in random.warnings)
     given = check_gpu_compatibility(str(path), inputs={"args_0": real.numpy()})
     assert given.verdict == "PASS" and "on the caller's inputs" in given.summary
+
+
+def test_an_output_below_fp16s_normal_range_is_an_underflow_not_a_low_spread():
+    """h41c_efficientnet (the third held-out set): outputs ~1e-7, fp16 corr 0.18, passed before as 1.2 'steps' of
+    the subnormal spacing. Such an output fails in fp16 and says why; right numbers (corr) still pass."""
+    ref = (1e-7 * RNG.standard_normal(1280)).astype(np.float32)
+    assert low_spread(ref) is None
+    flushed = ref.astype(np.float16).astype(np.float32)              # what fp16 storage keeps: a few subnormal steps
+    assert compare(flushed, ref).corr < 0.999
+    symptom, measure = judge(flushed, ref)
+    assert symptom == "degraded" and measure.startswith("underflow") and "smallest normal" in measure, measure
+    assert judge(ref * (1 + 1e-6), ref)[0] is None                   # an fp32 run: corr decides, as before

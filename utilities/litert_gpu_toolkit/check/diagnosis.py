@@ -82,6 +82,10 @@ def interesting_tail(log: str, lines: int = 15) -> str:
 LOW_SPREAD_STEPS = 32
 LOW_SPREAD_MAX_STEPS = 8
 STEPS_MEASURE = "fp16 steps"
+# Below fp16's smallest normal number values are subnormal (10 bits of spacing, no relative precision) or flushed
+# to zero: an output living there is an underflow, not a low spread. (A HF EfficientNet at a small config, outputs
+# ~1e-7: corr 0.18 in fp16 and a PASS in 1.2 "steps" of the subnormal spacing, before this bound.)
+FP16_MIN_NORMAL = 2.0 ** -14
 
 
 def fp16_step(magnitude: float) -> float:
@@ -98,7 +102,10 @@ def low_spread(ref: np.ndarray) -> tuple[float, float] | None:
     r = r[np.isfinite(r)]
     if r.size < 2:
         return None
-    step = fp16_step(float(np.abs(r).max()))
+    largest = float(np.abs(r).max())
+    if largest < FP16_MIN_NORMAL:
+        return None                             # an underflow, not a low spread (`_judge`)
+    step = fp16_step(largest)
     spread = float(r.std()) / step
     return (spread, step) if 0 < spread < LOW_SPREAD_STEPS else None
 
@@ -126,6 +133,11 @@ def _judge(cmp: Comparison, out: np.ndarray, ref: np.ndarray, tol: Tolerance) ->
         return (None if ok else "degraded"), "relative error (constant output)"
     if math.isfinite(cmp.corr) and cmp.corr >= tol.min_corr:
         return None, "corr"           # (a constant output against a varying reference has no corr: not within)
+    largest = float(np.abs(finite).max()) if finite.size else 0.0
+    if 0.0 < largest < FP16_MIN_NORMAL:
+        return "degraded", (f"underflow: every |value| is below fp16's smallest normal number ({largest:.2g} < "
+                            f"{FP16_MIN_NORMAL:.2g}; corr {cmp.corr:.4f}): fp16 cannot hold this output -- scale it "
+                            "up by a power of two inside the model and back outside")
     spread = low_spread(r)
     if spread is None:
         return "degraded", "corr"
