@@ -1,0 +1,68 @@
+"""Rule: a linear layer whose weight is larger than the GPU binds as one buffer is computed in row blocks.
+
+Measured on llvmpipe, ai-edge-litert 2.3.0 (tests/toolkit/legalize/test_large_weight.py): `nn.Linear(8192, 4090)`,
+127.8 MiB of fp32 weight, runs GPU-only and right; `nn.Linear(8192, 4100)`, 128.1 MiB, runs GPU-only and returns
+all zeros, in fp16 and in fp32 alike -- 128 MiB is WebGPU's default largest storage-buffer binding. Nothing is
+rejected and no op leaves the GPU: the output is silently zero. VGG's first classifier layer (25088 x 4096, 392
+MiB) is one; so is a language model's head over a large vocabulary. Phone GPUs have limits of their own (an
+OpenCL allocation or an image's width), usually no lower.
+
+The layer becomes one linear per block of at most BLOCK_BYTES of weight rows, their outputs concatenated: every
+output is the same dot product over the same values as before. Equal to fp32 rounding: a CPU BLAS orders a dot
+product's sum by the matrix's shape, which a block changes (measured in torch on the test's 8192 x 4100 layer:
+3 of 8200 outputs differ, by at most 1.0e-6, 4e-7 of the output's largest magnitude). It costs one
+FULLY_CONNECTED per block and a CONCATENATION.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .nodes import attr_value, source_line
+
+_aten = torch.ops.aten
+LIMIT_BYTES = 128 * 2 ** 20          # the largest weight measured right, rounded to the binding limit
+BLOCK_BYTES = 96 * 2 ** 20           # each block's weight: under the limit with room for the runtime's padding
+BYTES = 4                            # the GPU holds the weight as fp32 (fp16 inference fails at the same size)
+
+
+def _blocks(rows: int, row_bytes: int) -> list[tuple[int, int]]:
+    parts = math.ceil(rows * row_bytes / BLOCK_BYTES)
+    size = math.ceil(rows / parts)
+    return [(a, min(a + size, rows)) for a in range(0, rows, size)]
+
+
+def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
+    graph = gm.graph
+    done = []
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target is not _aten.linear.default or not n.users:
+            continue
+        x, w, *rest = n.args
+        b = rest[0] if rest else n.kwargs.get("bias")
+        if not isinstance(w, torch.fx.Node) or w.op != "get_attr":
+            continue
+        weight = attr_value(gm, w.target)
+        if weight.dim() != 2 or weight.numel() * BYTES <= LIMIT_BYTES:
+            continue
+        bias = attr_value(gm, b.target) if isinstance(b, torch.fx.Node) and b.op == "get_attr" else None
+        if b is not None and bias is None:
+            continue                                    # a runtime bias: not this rule's shape
+        parts = []
+        with graph.inserting_before(n):
+            for i, (lo, hi) in enumerate(_blocks(weight.shape[0], weight.shape[1] * BYTES)):
+                name = f"_legal_block_{len(done)}_{i}"
+                gm.register_buffer(f"{name}_w", weight[lo:hi].detach().clone(), persistent=False)
+                args = [x, graph.get_attr(f"{name}_w")]
+                if bias is not None:
+                    gm.register_buffer(f"{name}_b", bias[lo:hi].detach().clone(), persistent=False)
+                    args.append(graph.get_attr(f"{name}_b"))
+                parts.append(graph.call_function(_aten.linear.default, tuple(args)))
+            y = graph.call_function(_aten.cat.default, (parts, -1))
+        y.meta = dict(n.meta)
+        n.replace_all_uses_with(y)
+        done.append(f"{list(weight.shape)} weight ({weight.numel() * BYTES / 2 ** 20:.0f} MiB) in {len(parts)} "
+                    f"blocks{f' at {source_line(n)}' if source_line(n) else ''}")
+    return [f"linear with a weight over the GPU's {LIMIT_BYTES // 2 ** 20} MiB buffer -> row blocks, "
+            f"concatenated (fp32 rounding): {'; '.join(done)}"] * bool(done), []
