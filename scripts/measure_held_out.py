@@ -259,6 +259,9 @@ def _fmt(x, nd=6):
     return "-" if x is None else f"{x:.{nd}f}"
 
 
+FALSE_PASS = " (counted above as PASS; not a PASS by the stated criterion)"
+
+
 def write_readme(folder: Path, data: dict) -> None:
     rows = data.get("rows", {})
     named = [m.name for m in ROWS]
@@ -268,6 +271,8 @@ def write_readme(folder: Path, data: dict) -> None:
     exp_named = [n for n in names if n in EXPORT or (rows.get(n, {}).get("export") or {}).get("task")]
     exp_run = [n for n in exp_named if _done(rows.get(n, {}).get("export"))]
     exp_pass = [n for n in exp_run if rows[n]["export"]["verdict"] == "PASS" and rows[n]["export"]["exit_code"] == 0]
+    after = data.get("after_run") or {}        # {row: {"note": ..., "false_pass": bool}}, written by hand after the run
+    false_pass = {n for n, a in after.items() if a.get("false_pass")}
     commits = {}
     for n in names:
         for step in ("convert", "export"):
@@ -299,7 +304,10 @@ def write_readme(folder: Path, data: dict) -> None:
         "",
         f"**convert_for_gpu: {len(conv_pass)}/{len(conv_run)} PASS** of the rows run ({len(names)} named, "
         f"{len(names) - len(conv_run)} not run). **export --task: {len(exp_pass)}/{len(exp_run)} PASS** (exit 0) "
-        f"of the rows run ({len(exp_named)} Hugging Face rows have a task, {len(exp_named) - len(exp_run)} not run).",
+        f"of the rows run ({len(exp_named)} Hugging Face rows have a task, {len(exp_named) - len(exp_run)} not run)."
+        + (f" By the criterion stated above, after what was found on inspection (below): **convert_for_gpu "
+           f"{len([n for n in conv_pass if n not in false_pass])}/{len(conv_run)}, export --task "
+           f"{len([n for n in exp_pass if n not in false_pass])}/{len(exp_run)}**." if false_pass else ""),
         "",
         "| row | library | convert_for_gpu | residency | min corr (fp16, fp32) | input share | plain | export task "
         "| export exit | export verdict | seconds (convert + export) |",
@@ -340,6 +348,12 @@ def write_readme(folder: Path, data: dict) -> None:
         lines += [f"Weak checks among the PASS rows (the input drives under 5% of the output): {', '.join(weak)}.", ""]
     if why:
         lines += ["## Why not PASS, as printed", "", *why, ""]
+    if after:
+        lines += ["## Found on inspection after the run", "",
+                  "The verdicts above are as the run printed them; these notes were added afterwards (`after_run` in "
+                  "results.json) and change no recorded verdict.", "",
+                  *(f"- **{n}**{FALSE_PASS if a.get('false_pass') else ''}: {a.get('note', '')}"
+                    for n, a in after.items()), ""]
     write_text_atomic(folder / "README.md", "\n".join(lines))
 
 
