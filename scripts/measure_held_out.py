@@ -81,7 +81,7 @@ def log(text: str) -> None:
 
 def git(*args: str) -> str:
     out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    return out.stdout.strip() if out.returncode == 0 else ""
+    return out.stdout.strip("\n") if out.returncode == 0 else ""    # porcelain lines start with a space
 
 
 def tracked_changes() -> list[str]:
