@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from .nodes import shape, source_line
+from .nodes import calls, shape, source_line
 
 _aten = torch.ops.aten
 
@@ -44,9 +44,7 @@ def _permute(graph, x, order: list[int]):
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
     done = []
-    for n in list(graph.nodes):
-        if n.op != "call_function" or n.target is not _aten.einsum.default or not n.users:
-            continue
+    for n in calls(graph, _aten.einsum.default):
         equation, operands = n.args[0], list(n.args[1])
         parsed = _parse(equation) if len(operands) == 2 else None
         dims = [shape(operands[0]), shape(operands[1]), shape(n)]

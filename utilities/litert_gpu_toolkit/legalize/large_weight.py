@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from .nodes import attr_value, source_line
+from .nodes import attr_value, calls, source_line
 
 _aten = torch.ops.aten
 LIMIT_BYTES = 128 * 2 ** 20          # the largest weight measured right, rounded to the binding limit
@@ -36,9 +36,7 @@ def _blocks(rows: int, row_bytes: int) -> list[tuple[int, int]]:
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
     done = []
-    for n in list(graph.nodes):
-        if n.op != "call_function" or n.target is not _aten.linear.default or not n.users:
-            continue
+    for n in calls(graph, _aten.linear.default):
         x, w, *rest = n.args
         b = rest[0] if rest else n.kwargs.get("bias")
         if not isinstance(w, torch.fx.Node) or w.op != "get_attr":

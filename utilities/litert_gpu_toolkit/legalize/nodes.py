@@ -15,6 +15,11 @@ def source_line(node: torch.fx.Node) -> str:
     return f"{path.rsplit('/', 1)[-1]}:{line}"
 
 
+def calls(graph: torch.fx.Graph, *targets) -> list[torch.fx.Node]:
+    """The graph's calls of any of `targets` that something reads, in order (a list: rules edit the graph)."""
+    return [n for n in graph.nodes if n.op == "call_function" and n.target in targets and n.users]
+
+
 def shape(node) -> tuple[int, ...] | None:
     v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
     return tuple(int(s) for s in v.shape) if isinstance(v, torch.Tensor) else None

@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from .nodes import shape
+from .nodes import calls, shape
 
 _aten = torch.ops.aten
 
@@ -30,9 +30,7 @@ def _cells(graph, x, axis: int, n: int, m: int):
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
     done = 0
-    for n in list(graph.nodes):
-        if n.op != "call_function" or n.target is not _aten.adaptive_avg_pool2d.default or not n.users:
-            continue
+    for n in calls(graph, _aten.adaptive_avg_pool2d.default):
         dims, out = shape(n.args[0]), list(n.args[1])
         if dims is None or len(dims) not in (3, 4):
             continue
