@@ -441,4 +441,17 @@ SYMPTOMS: tuple[Symptom, ...] = (
                "convert right; patch_recurrent unrolls all of them so no zero-state constant is emitted.",),
         fails_in="both",
     ),
+    Symptom(
+        id="expert_dispatch",
+        seen="a mixture-of-experts model does not convert ('no lowering for aten.histc', a data-dependent "
+             "nonzero / sort), or its experts' weights are gathered per token (GATHER)",
+        cause="Hugging Face's expert layers send each token only to its top-k experts: the grouped form counts "
+              "tokens per expert with histc and sorts them, the eager form loops over the experts that were hit, "
+              "the batched form gathers each token's expert weights. None is a static graph of GPU ops.",
+        rewrites=("patch_dense_experts",),
+        log=r"aten\.histc|grouped_mm",
+        stage="convert",
+        notes=("Measured on llvmpipe, ai-edge-litert 2.3.0: OLMoE (4 experts, top-2) CONVERT_FAIL on histc; with "
+               "the dense experts 320/320 ops on the GPU. The dense form costs E / k times the expert compute.",),
+    ),
 )
