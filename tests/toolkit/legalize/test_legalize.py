@@ -427,6 +427,47 @@ def test_the_one_hot_gather_runs_on_the_gpu(gpu, tmp_path):
     assert result.ok, result.summary()
 
 
+class LongRelativeGather(torch.nn.Module):
+    """The same gather at a speech encoder's length (400 frames, 256 buckets, log-spaced far positions like
+    DeBERTa's make_log_bucket_position): its [S, 2 * span, S] one-hot would be 82 M entries."""
+
+    def __init__(self, sq: int = 400, sk: int = 400, span: int = 256, heads: int = 4):
+        super().__init__()
+        rel = torch.arange(sq)[:, None] - torch.arange(sk)[None, :]
+        mid = span // 2
+        far = torch.sign(rel) * (mid + torch.ceil(torch.log(rel.abs().clamp(min=1) / mid) / 4.0 * (mid - 1)))
+        bucket = torch.where(rel.abs() <= mid, rel, far.long())
+        self.register_buffer("idx", (bucket + span).clamp(0, 2 * span - 1)[None].expand(heads, sq, sk).clone())
+
+    def forward(self, c2p):                                  # c2p [H, Sq, 2 * span]
+        return torch.gather(c2p, -1, self.idx) * 2
+
+
+@pytest.mark.parametrize("sq, sk", [(400, 400), (7, 300), (300, 5)])
+def test_a_long_relative_gather_is_read_off_one_diagonal_one_hot(sq, sk):
+    m = LongRelativeGather(sq, sk).eval()
+    x = torch.randn(4, sq, 512)
+    x[0, 0, :3] = torch.tensor([3e38, -0.0, 1e-40])         # copies keep huge, signed-zero and subnormal values
+    legal = legalize(m, (x,))
+    assert aten.gather.default not in _targets(legal), legal.left
+    assert torch.equal(legal.module(x), m(x))              # bound: bit-exact for finite values (x * 1 + zeros)
+
+
+def test_a_gather_whose_index_is_not_diagonal_stays_and_is_named():
+    m = LongRelativeGather().eval()
+    m.idx[:, 5, 9] = 0                                       # one entry off its diagonal
+    legal = legalize(m, (torch.randn(4, 400, 512),))
+    assert aten.gather.default in _targets(legal) and any("one-hot of" in s for s in legal.left), legal.left
+
+
+def test_the_diagonal_gather_runs_on_the_gpu(gpu, tmp_path):
+    x = torch.randn(4, 400, 512)
+    result = convert_for_gpu(LongRelativeGather().eval(), (x,), tmp_path / "m.tflite", only=("legalize",),
+                             fallback=False, diagnose_budget_s=0)
+    assert result.ok, result.summary()
+    assert not {"GATHER", "GATHER_ND"} & set(read_model_info(tmp_path / "m.tflite").op_histogram())
+
+
 def test_a_rule_that_raises_is_refused_not_a_crash(monkeypatch):
     import types
 

@@ -122,11 +122,47 @@ def _lookups(gm: torch.fx.GraphModule) -> int:
     return done
 
 
+def _diagonal(gm, n, x, idx, r: int) -> bool:
+    """`torch.gather(x, -1, idx)` where idx[..., i, j] depends on i - j only (relative positions: DeBERTa's c2p /
+    p2c buckets), written without an [S, r, S] one-hot. y[i, m] = x[i, g(m)] for every distance m (one matmul
+    with an [r, S_q + S_k - 1] one-hot: g's reversal is in the constant), then out[i, j] = y[i, j - i + S_q - 1]
+    is read from y's rows laid end to end: element S_q - 1 + i * (D - 1) + j of the flat row (D = S_q + S_k - 1),
+    so one slice, a reshape to [S_q, D - 1] and a slice of S_k columns. Bit-exact for finite x (the one-hot
+    matmul adds exact zeros; the rest are copies). False (graph untouched) when idx is not of that form or the
+    one-hot would still be over MAX_ELEMENTS."""
+    from .constants import MAX_ELEMENTS
+
+    dims = shape(x)
+    sq, sk = idx.shape[-2], idx.shape[-1]
+    rows = idx.reshape(-1, sq, sk)[0].long() % r
+    span = sq + sk - 1
+    if sq < 2 or r * span > MAX_ELEMENTS or not torch.equal(rows[1:, 1:], rows[:-1, :-1]):
+        return False
+    dist = [sq - 1 - m for m in range(span)]                                     # i - j for column m of y
+    g = torch.tensor([int(rows[max(d, 0), max(-d, 0)]) for d in dist])
+    name = f"_legal_diagonal_{n.name}"
+    gm.register_buffer(name, torch.nn.functional.one_hot(g, r).to(torch.float32).t().contiguous()[None],
+                       persistent=False)                                         # [1, r, D]
+    f = math.prod(dims[:-2])
+    call = n.graph.call_function
+    with n.graph.inserting_before(n):
+        xs = call(_aten.reshape.default, (x, [1, f * sq, r]))
+        y = call(_aten.bmm.default, (xs, n.graph.get_attr(name)))               # [1, f * sq, D]
+        y = call(_aten.reshape.default, (y, [f, sq * span]))
+        y = call(_aten.slice.Tensor, (y, 1, sq - 1, sq - 1 + sq * (span - 1)))
+        y = call(_aten.reshape.default, (y, [f, sq, span - 1]))
+        y = call(_aten.slice.Tensor, (y, 2, 0, sk))
+        y = call(_aten.reshape.default, (y, list(shape(n))))
+    n.replace_all_uses_with(y)
+    return True
+
+
 def _onehot_gathers(gm: torch.fx.GraphModule) -> tuple[int, list[str]]:
     """`torch.gather(x, -1, idx)` with a constant idx (DeBERTa's relative-position gathers: idx depends on the
     query and key positions only) as a batched matmul with a constant one-hot right operand: the axes idx varies
     along are the matmul's batch, the others fold into its rows. Each output is x * 1 plus exact zeros: bit-exact
-    for finite x. At most MAX_ELEMENTS one-hot entries; a larger one stays a gather and is named."""
+    for finite x. At most MAX_ELEMENTS one-hot entries; over that, an index that depends on the distance of its
+    last two axes only is read off one diagonal one-hot (`_diagonal`), and any other stays a gather, named."""
     from .constants import MAX_ELEMENTS
 
     graph = gm.graph
@@ -142,6 +178,9 @@ def _onehot_gathers(gm: torch.fx.GraphModule) -> tuple[int, list[str]]:
         varying = [a for a in range(len(lead)) if not torch.equal(idx, idx.narrow(a, 0, 1).expand_as(idx))]
         fixed = [a for a in range(len(lead)) if a not in varying]
         nv = math.prod(lead[a] for a in varying)
+        if nv * r * k > MAX_ELEMENTS and varying == [len(lead) - 1] and _diagonal(gm, n, x, idx, r):
+            done += 1
+            continue
         if nv * r * k > MAX_ELEMENTS:
             left.append(f"gather with a one-hot of {nv * r * k} entries ({source_line(n) or 'no source'})")
             continue
