@@ -56,3 +56,42 @@ def test_an_oversized_linear_is_zero_on_the_gpu_and_right_in_blocks(gpu, tmp_pat
     assert len(weights) == 2 and all(4 * t.shape[0] * t.shape[1] <= LIMIT_BYTES for t in weights), \
         [t.shape for t in weights]
     print(f"\n[llvmpipe] {K}x{N} linear: without the rule {wall.report.summary}; in blocks {fixed.report.summary}")
+
+
+class Table(torch.nn.Module):
+    """A vocabulary-sized embedding: 160000 x 256 fp32 is 156 MiB."""
+
+    def __init__(self, n=160000, d=256):
+        super().__init__()
+        self.emb = torch.nn.Embedding(n, d)
+
+    def forward(self, ids):
+        return self.emb(ids) * 2.0
+
+
+def _ids(n=160000):
+    return torch.tensor([[0, 5, n // 2, n - 1, 77, n - 2, 1234, n // 3]])
+
+
+def test_an_oversized_embedding_is_looked_up_in_column_blocks_bit_exact():
+    torch.manual_seed(0)
+    m, ids = Table().eval(), _ids()
+    legal = legalize(m, (ids,))
+    lookups = [n for n in legal.module.graph.nodes if n.op == "call_function" and n.target is aten.embedding.default]
+    assert len(lookups) == 2 and any("column blocks" in d for d in legal.done), legal.done
+    with torch.no_grad():
+        assert torch.equal(legal.module(ids), m(ids))          # bound: bit-exact (copies of the same values)
+    small = legalize(Table(120000).eval(), (_ids(120000),))    # 117 MiB: under the limit, left alone
+    assert not any("column blocks" in d for d in small.done)
+
+
+@pytest.mark.gpu
+def test_an_oversized_embedding_is_zero_on_the_gpu_and_right_in_blocks(gpu, tmp_path):
+    torch.manual_seed(0)
+    m, ids = Table().eval(), _ids()
+    wall = convert_for_gpu(m, (ids,), tmp_path / "wall.tflite", exclude=("legalize",), fallback=False,
+                           diagnose_budget_s=0)
+    assert wall.verdict == "NUMERICS_FAIL" and "all-zero" in wall.report.summary, wall.summary()
+    fixed = convert_for_gpu(m, (ids,), tmp_path / "blocks.tflite", fallback=False, diagnose_budget_s=0)
+    assert fixed.ok, fixed.summary()
+    assert read_model_info(fixed.path).op_histogram().get("EMBEDDING_LOOKUP", 0) >= 2

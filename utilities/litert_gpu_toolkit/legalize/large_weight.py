@@ -12,6 +12,11 @@ output is the same dot product over the same values as before. Equal to fp32 rou
 product's sum by the matrix's shape, which a block changes (measured in torch on the test's 8192 x 4100 layer:
 3 of 8200 outputs differ, by at most 1.0e-6, 4e-7 of the output's largest magnitude). It costs one
 FULLY_CONNECTED per block and a CONCATENATION.
+
+An embedding table over the limit has the same fault (measured: a 160000 x 256 table, 156 MiB, looked up GPU-only
+returns all zeros; a language model's vocabulary at real size is 100-600 MiB). It is split by columns, not rows,
+so the ids need no arithmetic: one lookup per block of at most BLOCK_BYTES of table columns, the rows
+concatenated along the last axis. Bit-exact (copies of the same values).
 """
 from __future__ import annotations
 
@@ -62,5 +67,33 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
         n.replace_all_uses_with(y)
         done.append(f"{list(weight.shape)} weight ({weight.numel() * BYTES / 2 ** 20:.0f} MiB) in {len(parts)} "
                     f"blocks{f' at {source_line(n)}' if source_line(n) else ''}")
-    return [f"linear with a weight over the GPU's {LIMIT_BYTES // 2 ** 20} MiB buffer -> row blocks, "
-            f"concatenated (fp32 rounding): {'; '.join(done)}"] * bool(done), []
+    tables = _embeddings(gm)
+    return ([f"linear with a weight over the GPU's {LIMIT_BYTES // 2 ** 20} MiB buffer -> row blocks, "
+             f"concatenated (fp32 rounding): {'; '.join(done)}"] * bool(done)
+            + [f"embedding table over the GPU's {LIMIT_BYTES // 2 ** 20} MiB buffer -> column blocks, "
+               f"concatenated (bit-exact): {'; '.join(tables)}"] * bool(tables)), []
+
+
+def _embeddings(gm: torch.fx.GraphModule) -> list[str]:
+    graph = gm.graph
+    done = []
+    for n in calls(graph, _aten.embedding.default):
+        w, ids = n.args[:2]
+        if not isinstance(w, torch.fx.Node) or w.op != "get_attr":
+            continue
+        table = attr_value(gm, w.target)
+        if table.dim() != 2 or table.numel() * BYTES <= LIMIT_BYTES:
+            continue
+        parts = []
+        with graph.inserting_before(n):
+            for i, (lo, hi) in enumerate(_blocks(table.shape[1], table.shape[0] * BYTES)):
+                name = f"_legal_table_{len(done)}_{i}"
+                gm.register_buffer(name, table[:, lo:hi].detach().contiguous(), persistent=False)
+                parts.append(graph.call_function(_aten.embedding.default, (graph.get_attr(name), ids)))
+            y = graph.call_function(_aten.cat.default, (parts, -1))
+        y.meta = dict(n.meta)
+        n.replace_all_uses_with(y)
+        done.append(f"{list(table.shape)} table ({table.numel() * BYTES / 2 ** 20:.0f} MiB) in {len(parts)} "
+                    f"blocks{f' at {source_line(n)}' if source_line(n) else ''}")
+    return done
+
