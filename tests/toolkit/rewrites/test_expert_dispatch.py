@@ -1,4 +1,4 @@
-"""EXPERT_DISPATCH: Hugging Face mixture-of-experts layers as dense experts (fp32 rounding, converts, GPU-only match)."""
+"""EXPERT_DISPATCH: Hugging Face mixture-of-experts layers as dense experts (fp32 rounding, converts, GPU-only)."""
 
 import pytest
 import torch
