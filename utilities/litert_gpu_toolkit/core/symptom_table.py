@@ -209,11 +209,13 @@ SYMPTOMS: tuple[Symptom, ...] = (
     ),
     Symptom(
         id="fft",
-        seen="'Lowering not found: aten._fft_r2c' / 'aten.complex'",
-        cause="torch.stft / istft and complex tensors have no lowering; a DFT is a fixed linear map and can be a "
-              "convolution.",
+        seen="'Lowering not found: aten._fft_r2c' / 'aten.complex' / 'torch.complex64'",
+        cause="torch.stft / istft, torch.fft's transforms and complex tensors have no lowering; a DFT is a fixed "
+              "linear map and can be a convolution or a matrix product. The graph pass's `fft` rule writes any "
+              "torch.fft transform of real data read back as real numbers (FNet's fftn(...).real, a magnitude "
+              "spectrum) as cos / sin matrix products; the rewrites here cover stft / istft.",
         rewrites=("patch_stft", "ConvSTFT", "ConvISTFT", "LogMel"),
-        log=r"_fft_|aten\.complex|view_as_real|view_as_complex",
+        log=r"_fft_|aten\.complex|view_as_real|view_as_complex|torch\.complex64",
         ops=("RFFT2D", "CUSTOM:FlexRFFT"),
         stage="convert",
     ),
