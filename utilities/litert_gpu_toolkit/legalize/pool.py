@@ -6,6 +6,11 @@ pooling, "Tensor dimensions must be less than 5" on 19 ADDs). Cell i of an axis 
 [floor(i n / m), ceil((i + 1) n / m)), as torch defines it; the pool is separable (the mean over a rectangle is
 the mean over its rows of the means over its columns), so each non-dividing axis is done on its own and what is
 left is an ordinary pool (or none). Equal to fp32 rounding (the same sums, in another order).
+
+An average pool whose `ceil_mode=True` / `count_include_pad=False` change nothing at its shape (no padding, the
+windows tile the input: timm NextViT's patch embedding, 2 x 2 stride 2 on an even map) is written with the defaults:
+the converter lowers those flags to STABLEHLO_REDUCE_WINDOW pairs and a DIV, which the GPU rejects, whatever the
+shape (measured: NextViT, 6 REDUCE_WINDOW on the CPU). Bit-exact: the same windows and the same divisor.
 """
 from __future__ import annotations
 
@@ -27,8 +32,30 @@ def _cells(graph, x, axis: int, n: int, m: int):
     return graph.call_function(_aten.cat.default, (parts, axis))
 
 
+def _inert_flags(gm: torch.fx.GraphModule) -> int:
+    """avg_pool2d calls whose ceil_mode / count_include_pad flags are no-ops at their shape, written without them."""
+    done = 0
+    for n in calls(gm.graph, _aten.avg_pool2d.default):
+        x, k, *rest = n.args
+        s = rest[0] if rest and rest[0] else k
+        p = rest[1] if len(rest) > 1 else [0, 0]
+        ceil, include = (rest[2] if len(rest) > 2 else False), (rest[3] if len(rest) > 3 else True)
+        divisor = rest[4] if len(rest) > 4 else None
+        dims = shape(x)
+        k, s, p = ([v] * 2 if isinstance(v, int) else list(v) for v in (k, s, p))
+        if dims is None or divisor is not None or any(p) or (not ceil and include) or len(k) != 2:
+            continue
+        if any((dims[-2 + a] - k[a]) % s[a] for a in range(2)):
+            continue                                     # a ceil-mode overhang: a real partial window
+        n.args = (x, k, s, [0, 0], False, True)
+        n.kwargs = {}
+        done += 1
+    return done
+
+
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
+    flags = _inert_flags(gm)
     done = 0
     for n in calls(graph, _aten.adaptive_avg_pool2d.default):
         dims, out = shape(n.args[0]), list(n.args[1])
@@ -46,4 +73,6 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
                 y = graph.call_function(_aten.adaptive_avg_pool2d.default, (y, out))
         n.replace_all_uses_with(y)
         done += 1
-    return [f"adaptive average pool with uneven cells -> means of slices x{done} (fp32 rounding)"] * bool(done), []
+    return ([f"adaptive average pool with uneven cells -> means of slices x{done} (fp32 rounding)"] * bool(done)
+            + [f"average pool's ceil_mode / count_include_pad, no-ops at its shape -> dropped x{flags} (bit-exact)"]
+            * bool(flags)), []
