@@ -303,6 +303,8 @@ _DPT = dict(_VIT, num_hidden_layers=4, backbone_out_indices=[0, 1, 2, 3], neck_h
             fusion_hidden_size=32, head_hidden_size=16)
 _W2V_BERT = dict(vocab_size=12, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
                  feature_projection_input_dim=16, output_hidden_size=16, conv_depthwise_kernel_size=3)
+_PARAKEET = dict(vocab_size=12, encoder_config=dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                                   intermediate_size=32, num_mel_bins=8, subsampling_conv_channels=8))
 _SEGFORMER = dict(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32],
                   num_attention_heads=[1, 2], decoder_hidden_size=32, num_labels=3)
 
@@ -324,6 +326,8 @@ _SEGFORMER = dict(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_
      {"input_values": (1, 8000)}, {"logits"}),
     ("automatic-speech-recognition", "Wav2Vec2BertForCTC", "Wav2Vec2BertConfig", _W2V_BERT,
      {"input_features": (1, 25, 16)}, {"logits"}),                      # stacked log-mel features, 50 per second
+    ("automatic-speech-recognition", "ParakeetForCTC", "ParakeetCTCConfig", _PARAKEET,
+     {"input_features": (1, 50, 8)}, {"logits"}),          # mel bins in encoder_config: [1, frames, mel], 10 ms hop
 ])
 def test_tasks_wrap_saved_models_at_the_flags_shapes(tmp_path, task, cls, config_cls, config, input_shapes, outputs):
     """Each task loads a save_pretrained folder with its Auto class and wraps it at the fixed shapes the flags give

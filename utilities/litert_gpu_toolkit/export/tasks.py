@@ -225,10 +225,14 @@ def audio_inputs(model_dir: Path, model, config, seconds: float, seed: int) -> t
             frames = max(1, int(round(seconds * 50)))
             notes = [f"input_features [1, {frames}, {size}]: {seconds} s of stacked log-mel frames (50 per second)"]
             return {"input_features": torch.randn(1, frames, size, generator=g)}, notes
+        found = _mel_features(model_dir, model, config, seconds, g)
+        if found is not None:
+            return found
         raise ExportError(f"{type(model).__name__} reads input_features, but its config ({type(config).__name__}) "
                           "names neither num_mel_bins + max_source_positions (Whisper's layout) nor "
-                          "feature_projection_input_dim (W2V-BERT's): the feature layout is unknown. Call "
-                          "convert_for_gpu with an example input of the shape its feature extractor writes")
+                          "feature_projection_input_dim (W2V-BERT's), and no num_mel_bins in it or its sub-configs "
+                          "gave a layout the model runs: the feature layout is unknown. Call convert_for_gpu with "
+                          "an example input of the shape its feature extractor writes")
     rate = 16000
     try:
         rate = json.loads((model_dir / "preprocessor_config.json").read_text()).get("sampling_rate", rate)
@@ -236,6 +240,45 @@ def audio_inputs(model_dir: Path, model, config, seconds: float, seed: int) -> t
         pass
     samples = int(round(seconds * rate))
     return {"input_values": 0.1 * torch.randn(1, samples, generator=g)}, [f"{samples} samples at {rate} Hz"]
+
+
+def _sub_configs(config) -> list:
+    """The config and the configs nested in it (a CTC head's encoder_config, a model's audio_config), depth first."""
+    out = [config]
+    for value in vars(config).values():
+        if hasattr(value, "to_dict") and hasattr(value, "model_type") and value is not config:
+            out += _sub_configs(value)
+    return out
+
+
+def _mel_features(model_dir: Path, model, config, seconds: float, g) -> tuple[dict, list] | None:
+    """input_features for an encoder whose config (or a sub-config) has num_mel_bins but no position table that
+    fixes the length (a conformer CTC encoder): frames at the feature extractor's hop (10 ms without one), laid out
+    [1, frames, mel] or [1, mel, frames] -- whichever the model runs on (tried in torch, that order); None if it
+    runs on neither."""
+    import torch
+
+    mel = next((c.num_mel_bins for c in _sub_configs(config) if getattr(c, "num_mel_bins", None)), None)
+    if not mel:
+        return None
+    rate, hop = 16000, 160
+    try:
+        pre = json.loads((model_dir / "preprocessor_config.json").read_text())
+        rate, hop = pre.get("sampling_rate", rate), pre.get("hop_length", hop)
+    except (OSError, ValueError):
+        pass
+    frames = max(1, int(round(seconds * rate / hop)))
+    for layout, shape in (("frames, mel", (1, frames, mel)), ("mel, frames", (1, mel, frames))):
+        x = torch.randn(*shape, generator=g)
+        try:
+            with torch.no_grad():
+                model(input_features=x)
+        except Exception:                   # noqa: BLE001 - the other layout is tried; none: the caller says why
+            continue
+        return {"input_features": x}, [f"input_features [1, {layout}] = {list(shape)}: {seconds} s at "
+                                       f"{rate / hop:g} frames per second (num_mel_bins {mel}; the layout the "
+                                       "model runs on)"]
+    return None
 
 
 def _sentence_head(model_dir: Path) -> tuple[str, bool]:
