@@ -43,7 +43,7 @@ def _inert_flags(gm: torch.fx.GraphModule) -> int:
         divisor = rest[4] if len(rest) > 4 else None
         dims = shape(x)
         k, s, p = ([v] * 2 if isinstance(v, int) else list(v) for v in (k, s, p))
-        if dims is None or divisor is not None or any(p) or (not ceil and include) or len(k) != 2:
+        if dims is None or n.kwargs or divisor is not None or any(p) or (not ceil and include) or len(k) != 2:
             continue
         if any((dims[-2 + a] - k[a]) % s[a] for a in range(2)):
             continue                                     # a ceil-mode overhang: a real partial window
