@@ -37,3 +37,15 @@ def attr_value(gm: torch.fx.GraphModule, target: str):
     for part in target.split("."):
         value = getattr(value, part)
     return value
+
+
+def negated_twice(graph: torch.fx.Graph, value: torch.fx.Node, before: torch.fx.Node) -> torch.fx.Node:
+    """-(-value), inserted before `before`, carrying value's metadata: the same numbers (negation is exact) in a
+    tensor of its own, which a converter's fusion or output dedup leaves alone."""
+    with graph.inserting_before(before):
+        neg = graph.call_function(torch.ops.aten.neg.default, (value,))
+        again = graph.call_function(torch.ops.aten.neg.default, (neg,))
+    for key in ("val", "tensor_meta", "stack_trace"):
+        if key in value.meta:
+            neg.meta[key] = again.meta[key] = value.meta[key]
+    return again

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from .nodes import source_line
+from .nodes import negated_twice, source_line
 
 _aten = torch.ops.aten
 _FC = {_aten.linear.default, _aten.addmm.default, _aten.mm.default}
@@ -43,13 +43,7 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     for value in list(output.all_input_nodes):
         if value.op != "call_function" or value.target not in _FC or not _folded_into(value):
             continue
-        with graph.inserting_before(output):
-            neg = graph.call_function(_aten.neg.default, (value,))
-            guarded[value] = graph.call_function(_aten.neg.default, (neg,))
-        for key in ("val", "tensor_meta"):
-            if key in value.meta:
-                neg.meta[key] = guarded[value].meta[key] = value.meta[key]
-        neg.meta["stack_trace"] = guarded[value].meta["stack_trace"] = value.meta.get("stack_trace")
+        guarded[value] = negated_twice(graph, value, output)
     if guarded:
         output.args = torch.fx.node.map_arg(output.args, lambda n: guarded.get(n, n))
     where = ", ".join(filter(None, (source_line(v) for v in guarded)))

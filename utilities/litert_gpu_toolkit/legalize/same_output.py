@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from .nodes import dtype, shape, source_line
+from .nodes import dtype, negated_twice, shape, source_line
 
 _aten = torch.ops.aten
 _IDENTITY = {_aten.view.default, _aten.reshape.default, _aten._unsafe_view.default, _aten.alias.default,
@@ -43,14 +43,8 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
         if root not in seen:
             seen.add(root)
             return value
-        with graph.inserting_before(output):
-            neg = graph.call_function(_aten.neg.default, (value,))
-            again = graph.call_function(_aten.neg.default, (neg,))
-        for key in ("val", "tensor_meta", "stack_trace"):
-            if key in value.meta:
-                neg.meta[key] = again.meta[key] = value.meta[key]
         made.append(value)
-        return again
+        return negated_twice(graph, value, output)
 
     output.args = torch.fx.node.map_arg(output.args, own)
     where = ", ".join(dict.fromkeys(filter(None, (source_line(v) for v in made))))
