@@ -38,16 +38,32 @@ def _blocks(rows: int, row_bytes: int) -> list[tuple[int, int]]:
     return [(a, min(a + size, rows)) for a in range(0, rows, size)]
 
 
+def _oversized(gm: torch.fx.GraphModule, w) -> torch.Tensor | None:
+    """The 2-D constant `w` names when it is over the binding limit, else None."""
+    if not isinstance(w, torch.fx.Node) or w.op != "get_attr":
+        return None
+    value = attr_value(gm, w.target)
+    return value if value.dim() == 2 and value.numel() * BYTES > LIMIT_BYTES else None
+
+
+def _concatenated(n: torch.fx.Node, parts: list, value: torch.Tensor, kind: str) -> str:
+    """`n` replaced by its blocks' results concatenated on the last axis; the line that describes it."""
+    with n.graph.inserting_before(n):
+        y = n.graph.call_function(_aten.cat.default, (parts, -1))
+    y.meta = dict(n.meta)
+    n.replace_all_uses_with(y)
+    return (f"{list(value.shape)} {kind} ({value.numel() * BYTES / 2 ** 20:.0f} MiB) in {len(parts)} blocks"
+            f"{f' at {source_line(n)}' if source_line(n) else ''}")
+
+
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
     done = []
     for n in calls(graph, _aten.linear.default):
         x, w, *rest = n.args
         b = rest[0] if rest else n.kwargs.get("bias")
-        if not isinstance(w, torch.fx.Node) or w.op != "get_attr":
-            continue
-        weight = attr_value(gm, w.target)
-        if weight.dim() != 2 or weight.numel() * BYTES <= LIMIT_BYTES:
+        weight = _oversized(gm, w)
+        if weight is None:
             continue
         bias = attr_value(gm, b.target) if isinstance(b, torch.fx.Node) and b.op == "get_attr" else None
         if b is not None and bias is None:
@@ -62,11 +78,7 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
                     gm.register_buffer(f"{name}_b", bias[lo:hi].detach().clone(), persistent=False)
                     args.append(graph.get_attr(f"{name}_b"))
                 parts.append(graph.call_function(_aten.linear.default, tuple(args)))
-            y = graph.call_function(_aten.cat.default, (parts, -1))
-        y.meta = dict(n.meta)
-        n.replace_all_uses_with(y)
-        done.append(f"{list(weight.shape)} weight ({weight.numel() * BYTES / 2 ** 20:.0f} MiB) in {len(parts)} "
-                    f"blocks{f' at {source_line(n)}' if source_line(n) else ''}")
+        done.append(_concatenated(n, parts, weight, "weight"))
     tables = _embeddings(gm)
     return ([f"linear with a weight over the GPU's {LIMIT_BYTES // 2 ** 20} MiB buffer -> row blocks, "
              f"concatenated (fp32 rounding): {'; '.join(done)}"] * bool(done)
@@ -79,10 +91,8 @@ def _embeddings(gm: torch.fx.GraphModule) -> list[str]:
     done = []
     for n in calls(graph, _aten.embedding.default):
         w, ids = n.args[:2]
-        if not isinstance(w, torch.fx.Node) or w.op != "get_attr":
-            continue
-        table = attr_value(gm, w.target)
-        if table.dim() != 2 or table.numel() * BYTES <= LIMIT_BYTES:
+        table = _oversized(gm, w)
+        if table is None:
             continue
         parts = []
         with graph.inserting_before(n):
@@ -90,10 +100,6 @@ def _embeddings(gm: torch.fx.GraphModule) -> list[str]:
                 name = f"_legal_table_{len(done)}_{i}"
                 gm.register_buffer(name, table[:, lo:hi].detach().contiguous(), persistent=False)
                 parts.append(graph.call_function(_aten.embedding.default, (graph.get_attr(name), ids)))
-            y = graph.call_function(_aten.cat.default, (parts, -1))
-        y.meta = dict(n.meta)
-        n.replace_all_uses_with(y)
-        done.append(f"{list(table.shape)} table ({table.numel() * BYTES / 2 ** 20:.0f} MiB) in {len(parts)} "
-                    f"blocks{f' at {source_line(n)}' if source_line(n) else ''}")
+        done.append(_concatenated(n, parts, table, "table"))
     return done
 
