@@ -94,7 +94,8 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike,
     torch.min(y) < -1:`, `.item()`), the conversion is retried with each such branch fixed to the example
     input's outcome (`specialise`): exact for inputs taking the same branches; a warning and
     `result.specialised` name each source line. A rank-5 positional input (a video network's [N, C, T, H, W]) is
-    converted with its last two axes merged -- the same bytes -- and the graph carried at rank 4 (`fold_rank5`).
+    converted with its last two axes merged -- the same bytes -- and the graph carried at rank 4 (`fold_rank5`;
+    where that cannot carry the whole graph, the graph pass views the input back to rank 5 and carries it).
     """
 
     opts = (options or ConvertOptions()).with_overrides(**overrides)   # ValueError: an unknown rewrite name

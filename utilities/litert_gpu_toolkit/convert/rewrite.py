@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..rewrites.apply import apply_patches, split_example_inputs
 from ..rewrites.registry import Change, functional_selection
+from ..core.inputs import folded_shape
 from .options import ConvertOptions
 
 
@@ -35,9 +36,11 @@ def legalize_inputs(runnable, parsed: dict, changes: list, log: list) -> tuple[o
 
     if len(parsed) != 1:
         return runnable, parsed
-    (args, kwargs), = parsed.values()
+    (name, (args, kwargs)), = parsed.items()
+    merged = _MergedInputs.of(runnable, args) if not kwargs else None
+    fed = merged.fed(args) if merged else args
     try:
-        out = legalize(runnable, args, kwargs)
+        out = legalize(merged or runnable, fed, kwargs)
     except NotLegal as e:
         log.append(f"{NAME}: not applied ({e})"[:300])
         stage(log[-1])
@@ -45,6 +48,37 @@ def legalize_inputs(runnable, parsed: dict, changes: list, log: list) -> tuple[o
     log += [f"{NAME}: left {line}" for line in out.left]
     if not out.changed:
         return runnable, parsed
-    changes.append(Change("", out.describe(), NAME, True))
+    changes.append(Change("", out.describe() + (f"; {merged.describe()}" if merged else ""), NAME, True))
     stage(f"{NAME}: {out.describe()}")
-    return out.module, parsed
+    return out.module, {name: (fed, kwargs)}
+
+
+class _MergedInputs:
+    """A module whose rank-5 positional inputs are fed with their last two axes merged -- the same bytes -- and
+    viewed back to rank 5 inside: the graph's first op then reads a rank-4 tensor, which the GPU takes, and the
+    pass carries the rest at rank <= 4 (the input layout `fold_rank5` uses; the checker feeds it the same way)."""
+
+    @staticmethod
+    def of(runnable, args):
+        import torch
+
+        shapes = {i: tuple(a.shape) for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.dim() == 5}
+        if not shapes:
+            return None
+
+        class MergedInputs(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = runnable
+
+            def forward(self, *xs):
+                return self.model(*(x.reshape(shapes[i]) if i in shapes else x for i, x in enumerate(xs)))
+
+            def fed(self, xs):
+                return tuple(x.reshape(folded_shape(x.shape)) if i in shapes else x for i, x in enumerate(xs))
+
+            def describe(self):
+                return "rank-5 inputs fed with their last two axes merged (the same bytes): " + ", ".join(
+                    f"args_{i} {list(s)} -> {folded_shape(s)}" for i, s in shapes.items())
+
+        return MergedInputs().eval()

@@ -7,7 +7,7 @@ does not, the matrix axes of a matmul. The op's result is viewed back to its log
 to its own merge; two views in a row are one reshape, so between two ops there is at most one RESHAPE (at rank
 <= 4 on both sides) where their merges disagree, and none where they agree. A permutation of more than four
 merged axes is written as rank-4 permutes, each moving one axis block to its place ([A, B, C, D] -> [A, C, B, D]),
-with reshapes between.
+with reshapes between. A roll over several axes is one roll per axis, each on a view where its axis stands alone.
 
 Bit-exact: a view of a contiguous tensor is the same elements in the same order, and each op computes the same
 values on the merged view (a reduction or softmax over the same elements, in the same order within each merged
@@ -313,6 +313,25 @@ def _split(e: _Emit, n):
     return _along(e, n, 2, make)
 
 
+def _roll(e: _Emit, n):
+    """A roll over several axes is one roll per axis (a permutation of the elements: applying it axis by axis is
+    the same permutation), each on a view where its axis stands alone."""
+    x, shifts = n.args[0], n.args[1]
+    axes = n.args[2] if len(n.args) > 2 else n.kwargs.get("dims", [])
+    shifts, axes = ([v] if isinstance(v, int) else list(v) for v in (shifts, axes))
+    full = shape(n)
+    if not axes or len(shifts) != len(axes):
+        return None                                      # a roll of the flattened tensor: not an axis op
+    y = x
+    for step, axis in zip(shifts, axes):
+        axis = _norm(axis, len(full))
+        runs = _groups(len(full), {axis, axis + 1})
+        if runs is None:
+            return None
+        y = e.view(e.call(_aten.roll.default, [e.view(y, _sizes(full, runs)), [step], [_group_of(runs, axis)]]), full)
+    return y
+
+
 _HANDLERS = {
     **{t: _elementwise for t in _ELEMENTWISE}, **{t: _reduce for t in _REDUCE},
     **{t: _same_rank_along for t in _SOFTMAX},
@@ -321,7 +340,7 @@ _HANDLERS = {
     _aten.matmul.default: _matmul, _aten.bmm.default: _matmul, _aten.linear.default: _linear,
     _aten.layer_norm.default: _layer_norm, _aten.select.int: _same_rank_along, _aten.slice.Tensor: _same_rank_along,
     _aten.index_select.default: _same_rank_along, _aten.split.Tensor: _split,
-    _aten.split_with_sizes.default: _split,
+    _aten.split_with_sizes.default: _split, _aten.roll.default: _roll,
 }
 
 
