@@ -261,3 +261,21 @@ def test_agreement_judges_a_scalar_output_by_its_relative_error():
     assert agreement(np.array([np.nan]), np.array([0.9])) != agreement(np.array([np.nan]), np.array([0.9]))   # nan
     x = np.linspace(0, 1, 64)
     assert agreement(2 * x + 1, x) == pytest.approx(1.0)             # many values: Pearson's r
+
+
+def test_the_per_layer_search_judges_each_chunk_as_the_final_check_does():
+    """A layer set grown on fp16 runs alone can fail the final fp16 + fp32 check, which then keeps nothing of the
+    type (timm FasterNet-T0's int8 row). Stub search: any set with layer `c` quantized passes fp16 and fails fp32."""
+    from litert_gpu_toolkit.quantize.gpu import Outcome, _grow
+
+    class Search:
+        out_of_time = False
+
+        def attempt(self, plan, keep=frozenset(), final=False):
+            quantized = {"a", "b", "c"} - set(keep)
+            return Outcome(not ("c" in quantized and final), "GPU vs source corr 0.98 < 0.99 (gpu_fp32)")
+
+    layers = [WeightOp("CONV_2D", n, f"{n}.w", 64 - i, i) for i, n in enumerate("abc")]
+    why: dict = {}
+    assert sorted(_grow(Search(), "CONV_2D", "int8", layers, why)) == ["a", "b"]
+    assert "gpu_fp32" in why["c"]
