@@ -122,9 +122,9 @@ class _Emit:
         return y if axis == rank - 1 else self.call(_aten.permute.default, y, order)
 
 
-def _transform(emit: _Emit, re, im, dims: list[int], sizes: list[int], rank: int, norm: int, inverse: bool,
-               onesided: bool):
+def _transform(emit: _Emit, re, im, dims: list[int], sizes: list[int], norm: int, inverse: bool, onesided: bool):
     """(re, im) after a DFT along each of `dims` in turn; im None means an exact zero."""
+    rank = len(sizes)
     for i, axis in enumerate(dims):
         n_in = sizes[axis]
         m = n_in // 2 + 1 if onesided and i == len(dims) - 1 else n_in
@@ -162,7 +162,7 @@ def _rewrite(gm: torch.fx.GraphModule, nodes: list[torch.fx.Node], readers: list
                 continue
             sizes = list(shape(src))
             dims, norm, inverse, onesided = _spec(n, len(sizes))
-            pairs[n] = _transform(emit, re, im, dims, sizes, len(sizes), norm, inverse, onesided)
+            pairs[n] = _transform(emit, re, im, dims, sizes, norm, inverse, onesided)
     for u in readers:
         emit = _Emit(gm, u)
         re, im = pairs[u.args[0]]
