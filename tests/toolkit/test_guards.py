@@ -75,3 +75,51 @@ def test_a_guard_that_cannot_be_specialised_is_named_with_its_line(tmp_path):
     assert "data-dependent branch on u0 > 2" in line, line
     assert "test_guards.py" in line and "if idx.shape[0] > 2:" in line, line
     assert "that failed too" in result.error and "TORCH_LOGS" not in result.summary()
+
+
+class MaskedAdapters(nn.Module):
+    """XMOD's language adapters: each token row goes through the adapter its language id picks, by bool-mask
+    indexing (`h[mask]`, `out[mask] = ...`), which makes a size torch.export cannot know. The ids come from a
+    constant, as XMOD's default language does; two adapters, so each mask picks part of the batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.adapters = nn.ModuleList(nn.Sequential(nn.Linear(16, 8), nn.GELU(), nn.Linear(8, 16)) for _ in "ab")
+        self.register_buffer("lang", torch.tensor([0, 1, 1]))
+
+    def forward(self, h):                                   # h [3, 5, 16]
+        out = torch.zeros_like(h)
+        for i, adapter in enumerate(self.adapters):
+            mask = self.lang == i
+            out[mask] = adapter(h[mask])
+        return out + h
+
+
+H = torch.randn(3, 5, 16)
+
+
+def test_mask_indexing_is_specialised_to_the_example_positions():
+    """Bound: bit-identical on the example input (the same rows, read and written at integer positions)."""
+    torch.manual_seed(0)
+    model = MaskedAdapters().eval()
+    with torch.no_grad():
+        ref = model(H)
+        special = Specialised(model, record(model, (H,), {}))
+        assert torch.equal(special(H), ref)
+    assert any("a mask selecting 1 positions" in ln and "a mask selecting 2 positions" in ln
+               for ln in special.lines()), special.lines()
+
+
+def test_mask_indexed_adapters_run_gpu_only_after_specialisation(tmp_path, gpu):
+    torch.manual_seed(0)
+    model = MaskedAdapters().eval()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        result = convert_for_gpu(model, (H,), tmp_path / "a.tflite", diagnose_budget_s=0)
+    assert result.verdict == "PASS", result.summary()           # strict GPU-only, fp16 and fp32 match torch
+    assert any("a mask selecting" in ln for ln in result.specialised), result.specialised
+    assert any("specialised data-dependent branches" in str(w.message) for w in seen)
+    from litert_gpu_toolkit.core.model_info import read_model_info
+
+    ops = read_model_info(tmp_path / "a.tflite").op_histogram()
+    assert not {"GATHER_ND", "SCATTER_ND", "WHERE", "GATHER"} & set(ops), ops

@@ -689,3 +689,47 @@ def test_the_rank_3_scores_plus_mask_is_right_on_the_gpu_where_plain_is_wrong(gp
     assert adds
     for o in adds:                                          # the wall's form is gone: no rank-3 + rank-4 ADD
         assert len({len(info.tensor(i).shape) for i in o.inputs}) == 1, "operands of one rank"
+
+
+class ConstantPositions(torch.nn.Module):
+    """Reads and writes at integer positions known at export, and a bool-mask constant index."""
+
+    def __init__(self, rows):
+        super().__init__()
+        self.register_buffer("rows", torch.tensor(rows))
+        self.register_buffer("keep", torch.tensor([True, False, True, True]))
+
+    def forward(self, x):                                   # x [4, 6]
+        out = torch.zeros_like(x)
+        out[self.rows] = x[self.rows] * 2
+        return out + x[self.keep].sum(0)
+
+
+@pytest.mark.parametrize("rows", [[0, 2, 3], [3, 0, 1, 2]])   # some rows written; every row, out of order
+def test_assignment_at_constant_positions_becomes_a_where_bit_exact(rows):
+    m, x = ConstantPositions(rows).eval(), torch.randn(4, 6)
+    legal = legalize(m, (x,))
+    assert not {aten.index_put.default, aten.index.Tensor} & _targets(legal), _targets(legal)
+    assert any("assignment at constant positions" in d for d in legal.done), legal.done
+    assert torch.equal(legal.module(x), m(x))              # bound: bit-exact (copies and a selection)
+
+
+class UniformBufferRead(torch.nn.Module):
+    """HF's token-type path with no token types passed: an all-zero buffer gathered at runtime position ids."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("types", torch.zeros(1, 32, dtype=torch.long))
+        self.table = torch.nn.Embedding(2, 8)
+
+    def forward(self, x, ids):                              # ids [B, S] runtime positions
+        t = torch.gather(self.types.expand(ids.shape[0], -1), 1, ids)
+        return x + self.table(t)
+
+
+def test_a_runtime_read_of_a_uniform_constant_is_that_constant_bit_exact():
+    m = UniformBufferRead().eval()
+    x, ids = torch.randn(2, 5, 8), torch.randint(0, 32, (2, 5))
+    legal = legalize(m, (x, ids))
+    assert aten.gather.default not in _targets(legal) and not legal.left, legal.left
+    assert torch.equal(legal.module(x, ids), m(x, ids))    # bound: bit-exact for ids in range

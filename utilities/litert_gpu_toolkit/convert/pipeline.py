@@ -91,11 +91,12 @@ def convert_for_gpu(model, example_inputs, output_path: str | os.PathLike,
     telling line, `stage` where it happened) and `ok` False; `ok` is True only when the check ran and
     passed. weight_norm / spectral_norm / parametrize weights are folded into plain parameters on the copy
     (`fold_parametrizations`, exact). When torch.export fails on a data-dependent Python branch (`if
-    torch.min(y) < -1:`, `.item()`), the conversion is retried with each such branch fixed to the example
-    input's outcome (`specialise`): exact for inputs taking the same branches; a warning and
-    `result.specialised` name each source line. A rank-5 positional input (a video network's [N, C, T, H, W]) is
-    converted with its last two axes merged -- the same bytes -- and the graph carried at rank 4 (`fold_rank5`;
-    where that cannot carry the whole graph, the graph pass views the input back to rank 5 and carries it).
+    torch.min(y) < -1:`, `.item()`) or on a bool-mask index (`h[mask]`), the conversion is retried with each such
+    branch or mask fixed to the example input's outcome (`specialise`): exact for inputs taking the same
+    branches and selecting the same positions; a warning and `result.specialised` name each source line. A
+    rank-5 positional input (a video network's [N, C, T, H, W]) is converted with its last two axes merged --
+    the same bytes -- and the graph carried at rank 4 (`fold_rank5`; where that cannot carry the whole graph,
+    the graph pass views the input back to rank 5 and carries it).
     """
 
     opts = (options or ConvertOptions()).with_overrides(**overrides)   # ValueError: an unknown rewrite name
@@ -406,8 +407,8 @@ class _Job:
             return result
         if isinstance(runnable, torch.nn.Module) and hasattr(runnable, "changes"):
             result.changes += [c for c in runnable.changes if c not in result.changes]
-        if specialised:
-            result.specialised = runnable.lines()
+        if specialised or getattr(runnable, "specialised_lines", None):
+            result.specialised = runnable.lines() if specialised else list(runnable.specialised_lines)
             from ..lowering.specialise import warn_specialised
 
             warn_specialised(result.specialised)

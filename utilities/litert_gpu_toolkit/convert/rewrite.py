@@ -32,7 +32,7 @@ def legalize_inputs(runnable, parsed: dict, changes: list, log: list) -> tuple[o
     (`legalize`), its change appended to `changes`; or `runnable` as it was, the reason in `log`. What the pass
     leaves outside the contract is logged with its op and source line."""
     from ..core.quiet import stage
-    from ..legalize import NAME, NotLegal, legalize
+    from ..legalize import NAME, NotLegal
 
     if len(parsed) != 1:
         return runnable, parsed
@@ -40,7 +40,7 @@ def legalize_inputs(runnable, parsed: dict, changes: list, log: list) -> tuple[o
     merged = _MergedInputs.of(runnable, args) if not kwargs else None
     fed = merged.fed(args) if merged else args
     try:
-        out = legalize(merged or runnable, fed, kwargs)
+        out = _legalize_specialising(merged or runnable, fed, kwargs)
     except NotLegal as e:
         log.append(f"{NAME}: not applied ({e})"[:300])
         stage(log[-1])
@@ -51,6 +51,29 @@ def legalize_inputs(runnable, parsed: dict, changes: list, log: list) -> tuple[o
     changes.append(Change("", out.describe() + (f"; {merged.describe()}" if merged else ""), NAME, True))
     stage(f"{NAME}: {out.describe()}")
     return out.module, {name: (fed, kwargs)}
+
+
+def _legalize_specialising(module, args, kwargs):
+    """`legalize`; when torch.export fails on a data-dependent value or size, again with each tensor-to-Python
+    value and bool-mask index fixed to the example's (`lowering.specialise`). The legalized module then carries
+    the specialised source lines as `specialised_lines` (convert_for_gpu warns with them). Raises NotLegal."""
+    from ..legalize import NotLegal, legalize
+    from ..lowering.specialise import Specialised, is_data_dependent_error, record
+
+    try:
+        return legalize(module, args, kwargs)
+    except NotLegal as e:
+        if not is_data_dependent_error(str(e)):
+            raise
+        first = e
+    try:
+        special = Specialised(module, record(module, args, kwargs))
+    except Exception:                                   # noqa: BLE001 - the model's own error: the first reason
+        raise first from None
+    out = legalize(special, args, kwargs)
+    out.module.specialised_lines = special.lines()
+    out.done.append("data-dependent values and mask sizes fixed to the example's")
+    return out
 
 
 class _MergedInputs:

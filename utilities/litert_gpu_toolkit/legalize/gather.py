@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from .nodes import attr_value, shape, source_line
+from .nodes import attr_value, calls, shape, source_line
 
 _aten = torch.ops.aten
 MAX_RUNS = 32
@@ -32,7 +32,7 @@ def _constant(gm, node):
     return value if isinstance(value, torch.Tensor) else None
 
 
-def _runs(idx: list[int]) -> list[tuple[int, int]]:
+def runs_of(idx: list[int]) -> list[tuple[int, int]]:
     runs: list[tuple[int, int]] = []
     for i in idx:
         if runs and runs[-1][0] + runs[-1][1] == i:
@@ -42,6 +42,12 @@ def _runs(idx: list[int]) -> list[tuple[int, int]]:
     return runs
 
 
+def rows(graph: torch.fx.Graph, x, axis: int, runs: list[tuple[int, int]]):
+    """x's entries along `axis` at the (start, length) `runs`, in order: slices and one concatenation."""
+    parts = [graph.call_function(_aten.slice.Tensor, (x, axis, a, a + k)) for a, k in runs]
+    return parts[0] if len(parts) == 1 else graph.call_function(_aten.cat.default, (parts, axis))
+
+
 def _axis_and_index(gm, n):
     """(axis, index tensor) of a gather this rule can rewrite, or None."""
     if n.target is _aten.index_select.default:
@@ -49,7 +55,10 @@ def _axis_and_index(gm, n):
     if n.target is _aten.index.Tensor:
         given = [(d, i) for d, i in enumerate(n.args[1]) if i is not None]
         if len(given) == 1:
-            return given[0][0], _constant(gm, given[0][1])
+            idx = _constant(gm, given[0][1])
+            if idx is not None and idx.dtype is torch.bool:     # a constant mask on one axis: its positions
+                idx = idx.nonzero().flatten() if idx.dim() == 1 else None
+            return given[0][0], idx
     return None
 
 
@@ -63,25 +72,29 @@ def _leading(gm, n):
         return None
     idx = [_constant(gm, i) for i in given]
     src = shape(n.args[0])
-    if src is None or any(i is None or i.dtype.is_floating_point for i in idx):
+    if src is None or any(i is None or i.dtype.is_floating_point or i.dtype is torch.bool for i in idx):
         return None
+    return flat_index(idx, src), k
+
+
+def flat_index(idx: list[torch.Tensor], dims) -> torch.Tensor:
+    """Integer index tensors on the leading len(idx) axes of a tensor of shape `dims`, broadcast together, as one
+    1-D index into those axes flattened (negative indices wrapped)."""
     lead = torch.broadcast_tensors(*idx)
     flat = torch.zeros(lead[0].shape, dtype=torch.long)
-    for i, size in zip(lead, src[:k]):
+    for i, size in zip(lead, dims[:len(idx)]):
         flat = flat * size + i.long() % size
-    return flat.reshape(-1), k
+    return flat.reshape(-1)
 
 
 def _flattened_gather(graph, n, flat, k: int):
     src = shape(n.args[0])
-    runs = _runs(flat.tolist())
+    runs = runs_of(flat.tolist())
     if len(runs) > MAX_RUNS:
         return None
     with graph.inserting_before(n):
         x = graph.call_function(_aten.reshape.default, (n.args[0], [-1, *src[k:]]))
-        parts = [graph.call_function(_aten.slice.Tensor, (x, 0, a, a + m)) for a, m in runs]
-        out = parts[0] if len(parts) == 1 else graph.call_function(_aten.cat.default, (parts, 0))
-        return graph.call_function(_aten.reshape.default, (out, list(shape(n))))
+        return graph.call_function(_aten.reshape.default, (rows(graph, x, 0, runs), list(shape(n))))
 
 
 def _table_and_ids(n, const):
@@ -202,8 +215,30 @@ def _onehot_gathers(gm: torch.fx.GraphModule) -> tuple[int, list[str]]:
     return done, left
 
 
+_READS = {_aten.gather.default, _aten.index.Tensor, _aten.index_select.default, _aten.embedding.default}
+
+
+def _uniform_reads(gm: torch.fx.GraphModule) -> int:
+    """A gather or lookup, at runtime indices, of a constant whose entries are all one value (the all-zero
+    token-type buffer HF encoders read at runtime position ids when no token types are passed) is that value at
+    the result's shape: a constant. Bit-exact for indices in range."""
+    graph = gm.graph
+    done = 0
+    for n in calls(graph, *_READS):
+        table = _constant(gm, n.args[0])
+        if table is None or table.numel() == 0 or shape(n) is None or not bool((table == table.flatten()[0]).all()):
+            continue
+        name = f"_legal_uniform_{n.name}"
+        gm.register_buffer(name, table.flatten()[0].expand(shape(n)).clone(), persistent=False)
+        with graph.inserting_before(n):
+            n.replace_all_uses_with(graph.get_attr(name))
+        done += 1
+    return done
+
+
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
+    uniform = _uniform_reads(gm)
     lookups = _lookups(gm)
     onehots, left_onehot = _onehot_gathers(gm)
     done, left = 0, []
@@ -227,17 +262,18 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
         if idx is None or src is None or idx.dim() != 1 or idx.dtype.is_floating_point:
             continue
         axis = axis % len(src)
-        runs = _runs([int(i) % src[axis] for i in idx.tolist()])
+        runs = runs_of([int(i) % src[axis] for i in idx.tolist()])
         if len(runs) > MAX_RUNS:
             left.append(f"gather of {len(idx)} scattered indices ({source_line(n) or 'no source'})")
             continue
         with graph.inserting_before(n):
-            parts = [graph.call_function(_aten.slice.Tensor, (n.args[0], axis, a, a + k)) for a, k in runs]
-            out = parts[0] if len(parts) == 1 else graph.call_function(_aten.cat.default, (parts, axis))
+            out = rows(graph, n.args[0], axis, runs)
         n.replace_all_uses_with(out)
         done += 1
     left += left_onehot
     return ([f"gather with constant indices -> slices x{done} (bit-exact)"] * bool(done)
             + [f"gather along the last axis by constant indices -> one-hot batched matmul x{onehots} "
                "(bit-exact for finite values)"] * bool(onehots)
-            + [f"constant table read at runtime ids -> embedding lookup x{lookups} (bit-exact)"] * bool(lookups)), left
+            + [f"constant table read at runtime ids -> embedding lookup x{lookups} (bit-exact)"] * bool(lookups)
+            + [f"read of a constant holding one value -> that value x{uniform} (bit-exact for in-range ids)"]
+            * bool(uniform)), left

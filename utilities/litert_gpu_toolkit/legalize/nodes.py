@@ -21,8 +21,15 @@ def calls(graph: torch.fx.Graph, *targets) -> list[torch.fx.Node]:
 
 
 def shape(node) -> tuple[int, ...] | None:
+    """The shape of the value `node` makes; None when unknown -- not a tensor, or a size export could not know
+    (a bool-mask index's result, until the driver reads the shapes again on the example inputs)."""
     v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
-    return tuple(int(s) for s in v.shape) if isinstance(v, torch.Tensor) else None
+    if not isinstance(v, torch.Tensor):
+        return None
+    try:
+        return tuple(int(s) for s in v.shape)
+    except Exception:                                   # noqa: BLE001 - torch's data-dependent-size errors
+        return None
 
 
 def dtype(node):

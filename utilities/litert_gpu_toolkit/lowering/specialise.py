@@ -7,9 +7,16 @@ eager mode and records, per source line, every value such a call returned (`Tens
 `__int__`, `__float__`, `__index__`, `tolist`); `Specialised(model, record)` replays them in the same order
 while the converter traces it, so each branch takes the path the example input took.
 
+A bool mask used as an index (`x[mask]`, `x[mask] = v`: adapters or experts chosen per token, XMOD's language
+adapters) makes a size torch.export cannot know either ("data-dependent ... u0"). Such a mask is recorded as the
+positions it selected (`mask.nonzero()`, constants) and replayed as that integer index: the same elements, at a
+size fixed at export. The graph pass then reads the constant index as slices (`gather`) and the assignment as a
+`where` (`masked_assign`).
+
 Exactness: the converted graph equals the model on the example inputs (and on every input that takes the
-same branches and yields the same item() values) to fp32 rounding; on an input that would branch
-differently it is wrong. `convert_for_gpu` therefore warns, naming each specialised source line.
+same branches, yields the same item() values and selects the same mask positions) to fp32 rounding; on an
+input that would branch differently it is wrong. `convert_for_gpu` therefore warns, naming each specialised
+source line.
 """
 from __future__ import annotations
 
@@ -46,12 +53,30 @@ def _name(func) -> str:
     return getattr(func, "__name__", "")
 
 
+_INDEXING = frozenset({"__getitem__", "__setitem__"})
+
+
+def _bool_key(func, args) -> bool:
+    """`x[mask]` / `x[mask] = v` with one bool tensor as the whole index."""
+    return (_name(func) in _INDEXING and len(args) > 1 and isinstance(args[1], torch.Tensor)
+            and args[1].dtype == torch.bool)
+
+
+class MaskPositions(tuple):
+    """The positions a bool mask selected in the example (a tuple of integer index tensors, one per mask axis)."""
+
+    def __repr__(self) -> str:
+        return f"a mask selecting {int(self[0].numel()) if self else 0} positions"
+
+
 class _Recorder(TorchFunctionMode):
     def __init__(self):
         super().__init__()
         self.values: dict[tuple[str, int], list] = {}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        if _bool_key(func, args):
+            self.values.setdefault(_site(), []).append(("mask", MaskPositions(args[1].nonzero(as_tuple=True))))
         out = func(*args, **(kwargs or {}))
         if _name(func) in VALUE_CALLS:
             self.values.setdefault(_site(), []).append((_name(func), out))
@@ -65,14 +90,19 @@ class _Replayer(TorchFunctionMode):
         self.used: dict[tuple[str, int], list] = {}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if _name(func) in VALUE_CALLS:
+        kind = "mask" if _bool_key(func, args) else _name(func) if _name(func) in VALUE_CALLS else None
+        if kind is not None:
+            # in order per line and per kind of call: a trace may skip a call the eager run made (a branch's
+            # __bool__ that export answers itself) without shifting the masks recorded after it
             site = _site()
-            i = self.counts.get(site, 0)
-            recorded = self.values.get(site, [])
-            if i < len(recorded) and recorded[i][0] == _name(func):
-                self.counts[site] = i + 1
-                self.used.setdefault(site, []).append(recorded[i][1])
-                return recorded[i][1]
+            i = self.counts.get((site, kind), 0)
+            recorded = [v for k, v in self.values.get(site, []) if k == kind]
+            if i < len(recorded):
+                self.counts[(site, kind)] = i + 1
+                self.used.setdefault(site, []).append(recorded[i])
+                if kind == "mask":                       # the same call, at the positions the example selected
+                    return func(args[0], tuple(recorded[i]), *args[2:], **(kwargs or {}))
+                return recorded[i]
         return func(*args, **(kwargs or {}))
 
 
