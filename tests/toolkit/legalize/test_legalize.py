@@ -733,3 +733,38 @@ def test_a_runtime_read_of_a_uniform_constant_is_that_constant_bit_exact():
     legal = legalize(m, (x, ids))
     assert aten.gather.default not in _targets(legal) and not legal.left, legal.left
     assert torch.equal(legal.module(x, ids), m(x, ids))    # bound: bit-exact for ids in range
+
+
+class LearnedQueryPool(torch.nn.Module):
+    """An attention-pooling head (AIMv2, SigLIP): a learned query attends over the runtime tokens with SDPA. (The
+    query is stored at the batch size so that the plain file shows this wall alone, not an expand's as well.)"""
+
+    def __init__(self, c=32, heads=4):
+        super().__init__()
+        self.heads, self.query = heads, torch.nn.Parameter(torch.randn(2, 1, c))
+        self.k, self.v = torch.nn.Linear(c, c), torch.nn.Linear(c, c)
+
+    def forward(self, x):                                   # x [B, S, C]
+        b, s, c = x.shape
+        split = lambda t, n: t.reshape(b, n, self.heads, c // self.heads).transpose(1, 2)   # noqa: E731
+        q = split(self.query, 1)
+        y = F.scaled_dot_product_attention(q, split(self.k(x), s), split(self.v(x), s))
+        return y.transpose(1, 2).reshape(b, c)
+
+
+def test_attention_with_a_constant_query_is_written_out_to_fp32_rounding():
+    torch.manual_seed(0)
+    m, x = LearnedQueryPool().eval(), torch.randn(2, 9, 32)
+    legal = legalize(m, (x,))
+    assert aten.scaled_dot_product_attention.default not in _targets(legal), _targets(legal)
+    want, got = m(x), legal.module(x)
+    assert (want - got).abs().max() <= 1e-5 * want.abs().max()      # bound: fp32 rounding
+
+
+def test_attention_with_a_constant_query_runs_gpu_only_legalized(gpu, tmp_path):
+    torch.manual_seed(0)
+    m, x = LearnedQueryPool().eval(), torch.randn(2, 9, 32)
+    plain = convert_for_gpu(m, (x,), tmp_path / "p.tflite", patches=False, fallback=False, diagnose_budget_s=0)
+    assert not plain.ok and "BATCH_MATMUL" in plain.summary(), plain.summary()
+    result = convert_for_gpu(m, (x,), tmp_path / "m.tflite", only=("legalize",), fallback=False, diagnose_budget_s=0)
+    assert result.ok, result.summary()

@@ -8,6 +8,12 @@ C @ X is written (X^T @ C^T)^T: the constant transposed once at export (the conv
 operand transposed on its last two axes. The same dot products of the same vectors: equal to fp32 rounding (the
 kernel may sum in another order).
 
+An attention (`scaled_dot_product_attention`) whose query is a constant -- a learned query attending to runtime
+keys: AIMv2's and SigLIP's attention-pooling heads -- is lowered by the converter with that constant on the left
+of the score product. It is written out as its math (scores = q * scale @ k^T, plus a float mask, softmax, @ v),
+so the score product gets the transposed form above. Equal to fp32 rounding (the same products, which the
+converter would have written too). A bool mask, causal masking, dropout or grouped heads leave it as it is.
+
 A matmul whose batch axes broadcast (DeBERTa's `query [B, H, S, d] @ pos_key^T [1, H, d, R]`) gets a BROADCAST_TO
 of the smaller operand from the converter, which the GPU refuses. The axes only the left operand has are moved
 into its rows (an [H, B * S, d] @ [H, d, R] product), or those only the right one has into its columns; the
@@ -62,8 +68,38 @@ def _unbroadcast(graph, n) -> torch.fx.Node | None:
     return call(_aten.permute.default, (y, back)) if back != list(range(len(out))) else y
 
 
+def _constant_query_attention(gm: torch.fx.GraphModule) -> int:
+    """Every scaled_dot_product_attention with a constant query, written out as matmuls and a softmax."""
+    graph = gm.graph
+    const = constant_nodes(graph)
+    done = 0
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target is not _aten.scaled_dot_product_attention.default or not n.users:
+            continue
+        q, k, v, *rest = n.args
+        mask, dropout, causal = (rest + [None, 0.0, False][len(rest):])[:3]
+        scale = n.kwargs.get("scale")
+        dims = shape(q)
+        if (q not in const or k in const or dims is None or dropout or causal or n.kwargs.get("enable_gqa")
+                or (isinstance(mask, torch.fx.Node) and not (shape(mask) and mask.meta["val"].is_floating_point()))):
+            continue
+        call = graph.call_function
+        with graph.inserting_before(n):
+            qs = call(_aten.mul.Tensor, (q, float(scale) if scale is not None else dims[-1] ** -0.5))
+            scores = call(_aten.matmul.default, (qs, call(_aten.transpose.int, (k, -1, -2))))
+            if isinstance(mask, torch.fx.Node):
+                scores = call(_aten.add.Tensor, (scores, mask))
+            y = call(_aten.matmul.default, (call(_aten._softmax.default, (scores, -1, False)), v))
+        y.meta = dict(n.meta)
+        n.replace_all_uses_with(y)
+        graph.erase_node(n)                       # torch counts it impure (dropout), so dead-code removal keeps it
+        done += 1
+    return done
+
+
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
+    attention = _constant_query_attention(gm)
     broadcast = 0
     for n in list(graph.nodes):
         if n.op == "call_function" and n.target in (_aten.matmul.default, _aten.bmm.default) and n.users:
@@ -88,6 +124,8 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
             out = call(_aten.transpose.int, (call(n.target, (bt, at)), -1, -2))
         n.replace_all_uses_with(out)
         done += 1
-    return ([f"matmul whose batch axes broadcast -> folded into rows / columns x{broadcast} (fp32 rounding)"]
+    return ([f"attention with a constant query -> matmuls and a softmax x{attention} (fp32 rounding)"]
+            * bool(attention)
+            + [f"matmul whose batch axes broadcast -> folded into rows / columns x{broadcast} (fp32 rounding)"]
             * bool(broadcast) + [f"matmul with a constant left operand -> transposed x{done} (fp32 rounding)"]
             * bool(done)), []
