@@ -130,6 +130,18 @@ def test_a_state_space_lm_for_text_generation_is_exit_2_with_the_reason(tmp_path
     assert "no attention heads" in err and "convert_for_gpu" in err
 
 
+def test_a_hybrid_conv_attention_lm_for_text_generation_is_exit_2_with_the_reason(tmp_path, capsys):
+    """LFM2 keeps convolution states beside its KV cache: the two-graph KV contract cannot carry them."""
+    import transformers
+
+    cfg = transformers.Lfm2Config(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                  num_attention_heads=2, num_key_value_heads=1,
+                                  layer_types=["conv", "full_attention"])
+    transformers.Lfm2ForCausalLM(cfg).save_pretrained(tmp_path / "lfm2")
+    err = _in_process(capsys, "--model", tmp_path / "lfm2", "--task", "text-generation", "-o", tmp_path / "out")
+    assert "mixes attention with conv layers" in err and "convert_for_gpu" in err
+
+
 def test_an_unexpected_failure_while_wrapping_is_exit_2_not_a_traceback(tmp_path, capsys, monkeypatch):
     import litert_gpu_toolkit.export.tasks as tasks
 

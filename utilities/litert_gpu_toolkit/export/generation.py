@@ -39,6 +39,13 @@ def _geometry(config) -> tuple[int, int, int]:
         raise ValueError(f"{type(config).__name__} has no attention heads (a state-space or recurrent language "
                          "model): text-generation exports attention decoders whose state is a KV cache. Convert "
                          "one step of its recurrence with convert_for_gpu (state in, state out) instead")
+    kinds = {str(t) for t in getattr(text, "layer_types", None) or ()}
+    other = sorted(t for t in kinds if not t.endswith("attention") or t == "linear_attention")
+    if other:
+        raise ValueError(f"{type(config).__name__} mixes attention with {', '.join(map(str, other))} layers, whose "
+                         "state is not a KV cache (a convolution or recurrent state, replaced each step): "
+                         "text-generation exports attention decoders whose whole state is a KV cache. Convert one "
+                         "step with convert_for_gpu (every layer's state in and out) instead")
     kv_heads = getattr(text, "num_key_value_heads", None) or heads
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
     return text.num_hidden_layers, kv_heads, head_dim
