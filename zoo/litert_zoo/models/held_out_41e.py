@@ -27,6 +27,7 @@ from __future__ import annotations
 from ..build import built, image, install_torchvision_placeholders
 from ..weights import ZooModel
 from ._hf import _causal_lm, _hf, _masked
+from .diffusers_models import _diffusers, _rand     # the zoo's builders, unchanged
 from .held_out_41c import _ENC, _LLM
 from .timm_models import _timm
 from .yolo import _yolo
@@ -36,23 +37,8 @@ def _row(name, build, library, domain="vision"):
     return ZooModel(f"h41e_{name}", domain, build, library=library)
 
 
-def _rand(*shape, seed=1):
-    import torch
-
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
 def _tensors(**shapes):
     return lambda: {k: _rand(*v) for k, v in shapes.items()}
-
-
-def _diffusers(cls_name: str, inputs, call=None, **config):
-    def build():
-        install_torchvision_placeholders()
-        import diffusers
-
-        return built(getattr(diffusers, cls_name)(**config), inputs(), call)
-    return build
 
 
 def _sd3_inputs():
