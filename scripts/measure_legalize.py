@@ -3,7 +3,7 @@
 
     .venv-zoo/bin/python scripts/measure_legalize.py                 # the zoo's CI subset (--fast rows)
     .venv-zoo/bin/python scripts/measure_legalize.py --only bert,swin
-    .venv-zoo/bin/python scripts/measure_legalize.py --record        # writes docs/data/legalize_ablation.json
+    .venv-zoo/bin/python scripts/measure_legalize.py --record        # merges rows into docs/data/legalize_ablation.json
     .venv-zoo/bin/python scripts/measure_legalize.py --without patch_chunk,patch_select --record
 
 Each row is converted three ways with `convert_for_gpu`, fallback off so that each file is what that mode makes:
@@ -150,7 +150,8 @@ def main(argv=None) -> int:
     p.add_argument("--only", default="", help="comma-separated zoo rows (default: the --fast CI subset)")
     p.add_argument("--repeats", type=int, default=20, help="timed runs per file (median; default %(default)s)")
     p.add_argument("--record", action="store_true",
-                   help=f"write {OUT.relative_to(ROOT)} (with --without: merge into {REDUNDANCY.relative_to(ROOT)})")
+                   help=f"merge each row into {OUT.relative_to(ROOT)} as it is done (with --without: into "
+                        f"{REDUNDANCY.relative_to(ROOT)})")
     p.add_argument("--without", default="",
                    help="comma-separated rewrite names: is each redundant beside the pass? (see above)")
     p.add_argument("--rows", type=int, default=3, help="with --without: rows per rewrite (default %(default)s)")
@@ -187,21 +188,35 @@ def main(argv=None) -> int:
     if unknown:
         p.error(f"unknown rows: {', '.join(unknown)} (zoo/run.py --list names them)")
     rows = []
+    command = "scripts/measure_legalize.py " + " ".join(argv or sys.argv[1:])
     with tempfile.TemporaryDirectory(prefix="legalize-ablation-") as tmp:
         for i, name in enumerate(names, 1):
             print(f"[{i}/{len(names)}] {name}", flush=True)
             rows.append(measure_row(name, Path(tmp), args.repeats))
+            if args.record:
+                _record_row(rows[-1], command, commit)
     for mode in MODES:
         ok = sum(r[mode].get("verdict") == "PASS" for r in rows)
         print(f"{mode:9s} PASS {ok}/{len(rows)}")
-    if args.record:
-        from litert_gpu_toolkit.runtime.residency import runtime_version
-
-        device = f"{', '.join(sorted(ADAPTERS)) or 'no GPU run'}, ai-edge-litert {runtime_version()}"
-        OUT.write_text(json.dumps({"command": "scripts/measure_legalize.py " + " ".join(argv or sys.argv[1:]),
-                                   "device": device, "toolkit_commit": commit, "rows": rows}, indent=1) + "\n")
-        print(f"wrote {OUT.relative_to(ROOT)}")
     return 0
+
+
+def _record_row(row: dict, command: str, commit: str) -> None:
+    """Merge one measured row into OUT after it is done (a stopped run keeps what it did): a row measured again
+    replaces its earlier record; each row says which command, commit and device measured it."""
+    from litert_gpu_toolkit.runtime.residency import runtime_version
+
+    data = json.loads(OUT.read_text()) if OUT.exists() else {"rows": []}
+    for key in ("command", "device", "toolkit_commit"):        # the file-wide fields of older records: per row now
+        if key in data:
+            for old in data["rows"]:
+                old.setdefault(key, data[key])
+            del data[key]
+    device = f"{', '.join(sorted(ADAPTERS)) or 'no GPU run'}, ai-edge-litert {runtime_version()}"
+    row = {**row, "command": command, "device": device, "toolkit_commit": commit}
+    data["rows"] = [r for r in data["rows"] if r["model"] != row["model"]] + [row]
+    OUT.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"  recorded in {OUT.relative_to(ROOT)}", flush=True)
 
 
 if __name__ == "__main__":
