@@ -279,3 +279,15 @@ def test_the_per_layer_search_judges_each_chunk_as_the_final_check_does():
     why: dict = {}
     assert sorted(_grow(Search(), "CONV_2D", "int8", layers, why)) == ["a", "b"]
     assert "gpu_fp32" in why["c"]
+
+
+def test_a_kept_float_layer_is_named_by_its_module_path():
+    """A tensor name's scopes give the module path ('3' alone names no layer); the wrappers' 'model' is dropped."""
+    from litert_gpu_toolkit.quantize.gpu import short_name
+
+    name = ("litert_gpu_toolkit.rewrites.functional.GpuRewriteWrapper/m.ZooWrapper_model/timm.models.x.Net_model/"
+            "torch.nn.modules.container.Sequential_stages/timm.models.x.Block_1/torch.nn.modules.container."
+            "Sequential_mlp/torch.nn.modules.conv.Conv2d_3;other")
+    assert short_name(name) == "stages.1.mlp.3"
+    assert short_name("x/torch.nn.modules.linear.Linear_encoder.layer.0.query;y") == "encoder.layer.0.query"
+    assert short_name("arith.constant1") == "arith.constant1"

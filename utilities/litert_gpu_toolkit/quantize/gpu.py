@@ -143,12 +143,19 @@ def _segment(tensor: str) -> str:
     return tensor.split(";")[0].rsplit("/", 1)[-1]
 
 
+_ATTR = re.compile(r"(?:[\w<>]+\.)*[A-Z]\w*?_(.+)")      # 'pkg.mod.Class_attr' -> 'attr'
+
+
 def short_name(tensor: str) -> str:
-    """The module path in a converted tensor's name ('...torch.nn.modules.linear.Linear_encoder.layer.0.query;...'
-    -> 'encoder.layer.0.query'); the name's last segment when it has none."""
-    seg = _segment(tensor)
-    m = re.match(r"(?:[\w]+\.)*[A-Z]\w*?_(.+)", seg)
-    return m.group(1) if m else seg
+    """The module path in a converted tensor's name: each '/'-separated 'pkg.Class_attr' scope gives its attr,
+    the wrappers' leading 'model' dropped ('.../FasterNet_model/...Sequential_stages/...Block_0/...Sequential_mlp/
+    torch.nn.modules.conv.Conv2d_3;...' -> 'stages.0.mlp.3'; '...torch.nn.modules.linear.Linear_encoder.layer.0.
+    query;...' -> 'encoder.layer.0.query'); the name's last segment when it has no scope."""
+    scopes = tensor.split(";")[0].split("/")
+    path = ".".join(m.group(1) for m in map(_ATTR.match, scopes) if m).split(".")
+    while len(path) > 1 and path[0] == "model":
+        path = path[1:]
+    return ".".join(path) if path != [""] else _segment(tensor)
 
 
 def _names(names: list[str]) -> str:
