@@ -106,18 +106,22 @@ def test_a_roll_over_three_axes_of_a_rank5_value_is_bit_exact():
 
 
 class TinyVideo(nn.Module):
-    """A video network's walls in one graph: a patch embedding, a full 3x3x3 conv, a shifted window (roll over
-    three axes), 3-D max and average pools with padding, a global pool."""
+    """A video network's walls in one graph: a patch embedding, a full 3x3x3 conv and its BatchNorm3d, a shifted
+    window (roll over three axes), 3-D max and average pools with padding, a global pool."""
 
     def __init__(self):
         super().__init__()
         self.embed = nn.Conv3d(3, 8, (2, 4, 4), stride=(2, 4, 4))
         self.conv = nn.Conv3d(8, 8, 3, padding=1)
+        self.norm = nn.BatchNorm3d(8)
+        with torch.no_grad():
+            self.norm.running_mean.uniform_(-1, 1)
+            self.norm.running_var.uniform_(0.5, 2)
         self.temporal = nn.Conv3d(8, 8, (3, 1, 1), stride=(2, 1, 1), padding=(1, 0, 0), groups=2)
         self.head = nn.Linear(8, 5)
 
     def forward(self, x):
-        y = self.temporal(torch.relu(self.conv(self.embed(x))))
+        y = self.temporal(torch.relu(self.norm(self.conv(self.embed(x)))))
         y = torch.roll(y, (1, 2, -1), (2, 3, 4))
         y = F.max_pool3d(y, 3, 2, 1)
         y = F.avg_pool3d(y, 2, padding=1) + 0.5
@@ -138,3 +142,16 @@ def test_a_video_network_runs_gpu_only_through_the_pass_alone(gpu, tmp_path):
     info = read_model_info(tmp_path / "m.tflite")
     assert "CONV_3D" not in info.op_histogram() and info.op_histogram().get("CONV_2D") == 7, info.op_histogram()
     assert max(len(t.shape) for sub in info.tensors for t in sub) <= 4
+
+
+def test_a_rank5_batch_norm_runs_on_a_merged_view_bit_exact():
+    torch.manual_seed(0)
+    norm = nn.BatchNorm3d(4).eval()
+    with torch.no_grad():
+        norm.running_mean.uniform_(-1, 1)
+        norm.running_var.uniform_(0.5, 2)
+    m = Fn(lambda x: norm(x * 2)).eval()
+    x = torch.randn(2, 4, 3, 5, 6)
+    legal = legalize(m, (x,))
+    assert _top_rank(legal) <= 4 and not legal.left, legal.left
+    assert torch.equal(legal.module(x), m(x))               # bound: bit-exact (per channel, the same elements)

@@ -313,6 +313,28 @@ def _split(e: _Emit, n):
     return _along(e, n, 2, make)
 
 
+def _batch_norm(e: _Emit, n):
+    """Inference batch norm (a video network's BatchNorm3d): per channel, so the axes after the channel merge;
+    its first result is viewed back for each reader (the others, batch statistics, are not read in inference)."""
+    items = [u for u in n.users if u.target is operator.getitem]
+    if len(items) != len(n.users) or any(u.args[1] != 0 for u in items):
+        return None
+    x = n.args[0]
+    dims = shape(x)
+    runs = _groups(len(dims), {1, 2, 3})
+    if runs is None:
+        return None
+    out = e.call(n.target, [e.view(x, _sizes(dims, runs)), *n.args[1:]], n.kwargs)
+    for u in items:
+        with e.graph.inserting_after(u):
+            g = e.call(operator.getitem, [out, 0])
+        with e.graph.inserting_after(g):
+            v = e.view(g, dims)
+        v.meta = dict(u.meta)
+        u.replace_all_uses_with(v)
+    return out
+
+
 def _roll(e: _Emit, n):
     """A roll over several axes is one roll per axis (a permutation of the elements: applying it axis by axis is
     the same permutation), each on a view where its axis stands alone."""
@@ -341,7 +363,9 @@ _HANDLERS = {
     _aten.layer_norm.default: _layer_norm, _aten.select.int: _same_rank_along, _aten.slice.Tensor: _same_rank_along,
     _aten.index_select.default: _same_rank_along, _aten.split.Tensor: _split,
     _aten.split_with_sizes.default: _split, _aten.roll.default: _roll,
+    _aten._native_batch_norm_legit_no_training.default: _batch_norm,
 }
+_TUPLES = (_aten.split.Tensor, _aten.split_with_sizes.default, _aten._native_batch_norm_legit_no_training.default)
 
 
 def _collapse_views(graph: torch.fx.Graph) -> None:
@@ -369,13 +393,13 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
             continue
         handler = _HANDLERS.get(n.target)
         if handler is None or any(shape(a) is None for a in _tensor_args(n)) or shape(n) is None and \
-                n.target not in (_aten.split.Tensor, _aten.split_with_sizes.default):
+                n.target not in _TUPLES:
             continue
         with graph.inserting_before(n):
             y = handler(e, n)
         if y is None:
             continue
-        if n.target not in (_aten.split.Tensor, _aten.split_with_sizes.default):
+        if n.target not in _TUPLES:                # a tuple's handler rewires the readers of its items itself
             y.meta = dict(n.meta)            # the view back has the op's shape: the next op reads it
             n.replace_all_uses_with(y)
         done += 1
