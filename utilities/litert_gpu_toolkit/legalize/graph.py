@@ -10,17 +10,18 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import (boolean, broadcast, constant_operand, constants, degenerate, einsum, fft, gather, large_weight,
-               masked_assign, matmul, pool, rank, returned_fc, same_output, unfold, volume)
+from . import (boolean, broadcast, constant_operand, constants, cumsum, degenerate, einsum, fft, gather,
+               large_weight, masked_assign, matmul, pool, rank, returned_fc, same_output, unfold, volume)
 from .nodes import shape, source_line
 
 # the rules, in order: fft first (no other rule reads a complex value), constants (a folded value needs no other
-# rule), einsum (its matmul form is ops the rank rule knows), volume (3-D convs and pools as 2-D ones, their rank-5
-# views left to the next rule), unfold (windows as a one-hot conv), then rank (the later rules see rank <= 4 ops),
-# then the runtime forms (bool masks before broadcasts: the mask's float form may add expands), last the operand
-# order and layout of what the others made. Shapes are read again after each rule (new nodes carry none).
-RULES = (fft, constants, einsum, volume, unfold, rank, pool, degenerate, gather, masked_assign, boolean, broadcast,
-         matmul, constant_operand, large_weight, returned_fc, same_output)
+# rule), cumsum (a runtime running sum as a matmul), einsum (its matmul form is ops the rank rule knows), volume
+# (3-D convs and pools as 2-D ones, their rank-5 views left to the next rule), unfold (windows as a one-hot conv),
+# then rank (the later rules see rank <= 4 ops), then the runtime forms (bool masks before broadcasts: the mask's
+# float form may add expands), last the operand order and layout of what the others made. Shapes are read again
+# after each rule (new nodes carry none).
+RULES = (fft, constants, cumsum, einsum, volume, unfold, rank, pool, degenerate, gather, masked_assign, boolean,
+         broadcast, matmul, constant_operand, large_weight, returned_fc, same_output)
 TOLERANCE = 1e-5                 # relative to each output's largest magnitude: fp32 summation order
 
 
@@ -96,7 +97,7 @@ def legalize(module, args: tuple, kwargs: dict | None = None) -> Legalized:
 
 
 _REFUSED = {torch.ops.aten.expand.default: "BROADCAST_TO", torch.ops.aten.index.Tensor: "GATHER_ND",
-            torch.ops.aten.gather.default: "GATHER_ND"}
+            torch.ops.aten.gather.default: "GATHER_ND", torch.ops.aten.cumsum.default: "CUMSUM"}
 
 
 def audit(graph: torch.fx.Graph) -> list[str]:
