@@ -768,3 +768,37 @@ def test_attention_with_a_constant_query_runs_gpu_only_legalized(gpu, tmp_path):
     assert not plain.ok and "BATCH_MATMUL" in plain.summary(), plain.summary()
     result = convert_for_gpu(m, (x,), tmp_path / "m.tflite", only=("legalize",), fallback=False, diagnose_budget_s=0)
     assert result.ok, result.summary()
+
+
+class ArgmaxPool(torch.nn.Module):
+    """CLIP's text pooling: each row's hidden state at its highest token id (the end-of-text token)."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Embedding(50, 16)
+
+    def forward(self, ids):                                 # ids [B, S]
+        h = torch.tanh(self.table(ids))
+        return h[torch.arange(h.shape[0]), ids.to(torch.int).argmax(dim=-1)]
+
+
+IDS = torch.tensor([[3, 7, 49, 0, 0], [5, 48, 2, 9, 1]])
+
+
+def test_a_runtime_position_per_row_becomes_a_one_hot_product_bit_exact():
+    torch.manual_seed(0)
+    m = ArgmaxPool().eval()
+    legal = legalize(m, (IDS,))
+    assert aten.index.Tensor not in _targets(legal) and not legal.left, legal.left
+    assert torch.equal(legal.module(IDS), m(IDS))          # bound: bit-exact (x * 1 plus exact zeros)
+
+
+def test_a_runtime_position_per_row_runs_gpu_only_legalized(gpu, tmp_path):
+    torch.manual_seed(0)
+    m = ArgmaxPool().eval()
+    plain = convert_for_gpu(m, (IDS,), tmp_path / "p.tflite", patches=False, fallback=False, diagnose_budget_s=0)
+    assert not plain.ok, plain.summary()
+    result = convert_for_gpu(m, (IDS,), tmp_path / "m.tflite", only=("legalize",), fallback=False,
+                             diagnose_budget_s=0)
+    assert result.ok, result.summary()
+    assert "GATHER_ND" not in read_model_info(tmp_path / "m.tflite").op_histogram()

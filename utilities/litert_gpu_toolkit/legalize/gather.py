@@ -236,9 +236,42 @@ def _uniform_reads(gm: torch.fx.GraphModule) -> int:
     return done
 
 
+def _row_picks(gm: torch.fx.GraphModule) -> int:
+    """`x[arange(B), idx]` -- one position per batch row at a runtime index (CLIP's text pooling at the argmax
+    token) -- as a one-hot product: onehot[b, s] = relu(1 - |idx[b] - s|), which is 1 at s = idx[b] and 0 elsewhere
+    for integer idx, then [B, 1, S] @ [B, S, rest]. Bit-exact for finite x and idx in [0, S) (x * 1 plus exact
+    zeros)."""
+    graph = gm.graph
+    done = 0
+    for n in calls(graph, _aten.index.Tensor):
+        x, given = n.args[0], list(n.args[1])
+        dims, out = shape(x), shape(n)
+        if len(given) != 2 or any(i is None for i in given) or dims is None or out is None or len(dims) < 2:
+            continue
+        rows, idx = _constant(gm, given[0]), given[1]
+        b, s = dims[0], dims[1]
+        if (rows is None or _constant(gm, idx) is not None or shape(idx) != (b,) or idx.meta["val"].is_floating_point()
+                or not torch.equal(rows.reshape(-1).long(), torch.arange(b))):
+            continue
+        name = f"_legal_positions_{n.name}"
+        gm.register_buffer(name, torch.arange(s, dtype=torch.float32)[None], persistent=False)
+        call = graph.call_function
+        with graph.inserting_before(n):
+            at = call(_aten.reshape.default, (call(_aten._to_copy.default, (idx,), {"dtype": torch.float32}), [b, 1]))
+            gap = call(_aten.abs.default, (call(_aten.sub.Tensor, (at, graph.get_attr(name))),))
+            onehot = call(_aten.relu.default, (call(_aten.rsub.Scalar, (gap, 1.0)),))          # [B, S]
+            y = call(_aten.bmm.default, (call(_aten.reshape.default, (onehot, [b, 1, s])),
+                                         call(_aten.reshape.default, (x, [b, s, -1]))))
+            y = call(_aten.reshape.default, (y, list(out)))
+        n.replace_all_uses_with(y)
+        done += 1
+    return done
+
+
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
     uniform = _uniform_reads(gm)
+    picks = _row_picks(gm)
     lookups = _lookups(gm)
     onehots, left_onehot = _onehot_gathers(gm)
     done, left = 0, []
@@ -276,4 +309,6 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
                "(bit-exact for finite values)"] * bool(onehots)
             + [f"constant table read at runtime ids -> embedding lookup x{lookups} (bit-exact)"] * bool(lookups)
             + [f"read of a constant holding one value -> that value x{uniform} (bit-exact for in-range ids)"]
-            * bool(uniform)), left
+            * bool(uniform)
+            + [f"one runtime position per batch row -> one-hot product x{picks} (bit-exact for finite values)"]
+            * bool(picks)), left
