@@ -802,3 +802,31 @@ def test_a_runtime_position_per_row_runs_gpu_only_legalized(gpu, tmp_path):
                              diagnose_budget_s=0)
     assert result.ok, result.summary()
     assert "GATHER_ND" not in read_model_info(tmp_path / "m.tflite").op_histogram()
+
+
+class TrigramPad(torch.nn.Module):
+    """MobileBERT's trigram embedding: the token vectors shifted one step each way with a zero pad, concatenated."""
+
+    def forward(self, x):                                   # x [B, S, C], B > 1
+        left = F.pad(x[:, 1:], (0, 0, 0, 1))
+        right = F.pad(x[:, :-1], (0, 0, 1, 0))
+        return torch.cat([left, x, right], dim=2) * 1.5
+
+
+def test_a_rank3_pad_with_a_batch_runs_at_rank4_bit_exact():
+    x = torch.randn(2, 15, 32)
+    legal = legalize(TrigramPad(), (x,))
+    pads = [n for n in legal.module.graph.nodes if n.target in (aten.constant_pad_nd.default, aten.pad.default)]
+    assert pads and all(len(n.args[0].meta["val"].shape) == 4 for n in pads)
+    assert torch.equal(legal.module(x), TrigramPad()(x))   # bound: bit-exact (views)
+
+
+def test_a_rank3_pad_with_a_batch_is_right_on_the_gpu_legalized(gpu, tmp_path):
+    torch.manual_seed(0)
+    x = torch.randn(2, 15, 32)
+    plain = convert_for_gpu(TrigramPad(), (x,), tmp_path / "p.tflite", patches=False, fallback=False,
+                            diagnose_budget_s=0)
+    assert plain.verdict == "NUMERICS_FAIL", plain.summary()           # GPU-only and wrong: the silent wall
+    result = convert_for_gpu(TrigramPad(), (x,), tmp_path / "m.tflite", only=("legalize",), fallback=False,
+                             diagnose_budget_s=0)
+    assert result.ok, result.summary()

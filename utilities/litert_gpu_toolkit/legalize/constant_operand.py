@@ -17,6 +17,11 @@ drops the view, so the op reads a rank-3 runtime tensor against a rank-4 constan
 (measured on llvmpipe, ai-edge-litert 2.3.0: [4, 12, 12] + [1, 1, 12, 12], corr 0.68; into a softmax 0.54; the
 same with a [1, 12, 12] constant is right). Such an op is computed at rank 3 on both sides ([H, S, T] and the
 constant without its leading 1) and viewed back: bit-exact. XGLM's attention met it (held-out row).
+
+The same family, another op: a zero pad of a rank-3 runtime tensor whose first axis is > 1 compiles GPU-only and
+is wrong (MobileBERT's trigram embedding, its ids shifted each way with a pad, two sequences in the batch; the
+measurements are in `rewrites/constant_operand.py`); the same pad of the tensor viewed as [1, B, S, C] is right.
+Such a pad gets that leading axis (the pad list names the last axes, so it is unchanged): bit-exact.
 """
 from __future__ import annotations
 
@@ -90,9 +95,34 @@ def _lift(graph, node, dims, rank: int, lead: int):
     return graph.call_function(_aten.view.default, (node, [1] * lead + list(aligned) + [1] * (4 - rank - lead)))
 
 
+_PADS = (_aten.constant_pad_nd.default, _aten.pad.default)
+
+
+def _rank3_pads(graph: torch.fx.Graph, const: set) -> int:
+    done = 0
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target not in _PADS or n in const or not n.users:
+            continue
+        if n.target is _aten.pad.default and (n.args[2] if len(n.args) > 2 else n.kwargs.get("mode", "constant")) \
+                != "constant":
+            continue                                 # reflect / replicate: not this wall's op
+        x, out = n.args[0], shape(n)
+        dims = shape(x)
+        if dims is None or out is None or len(dims) != 3 or dims[0] == 1 or not _floating(n):
+            continue
+        with graph.inserting_before(n):
+            up = graph.call_function(_aten.reshape.default, (x, [1, *dims]))
+            pad = graph.call_function(n.target, (up, *n.args[1:]), dict(n.kwargs))
+            back = graph.call_function(_aten.reshape.default, (pad, list(out)))
+        n.replace_all_uses_with(back)
+        done += 1
+    return done
+
+
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
     const = constant_nodes(graph)
+    pads = _rank3_pads(graph, const)
     done = rank3 = 0
     for n in list(graph.nodes):
         if n.op != "call_function" or n.target not in OPS or n in const or len(n.args) < 2:
@@ -119,4 +149,5 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
         done += 1
     return ([f"elementwise op on a constant at rank 2-3 -> at rank 4 x{done} (bit-exact)"] * bool(done)
             + [f"elementwise op of a [1, ...] view and a rank-4 constant -> at rank 3 x{rank3} (bit-exact)"]
-            * bool(rank3)), []
+            * bool(rank3)
+            + [f"zero pad of a rank-3 value with a batch -> at rank 4 x{pads} (bit-exact)"] * bool(pads)), []
