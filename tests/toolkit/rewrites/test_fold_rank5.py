@@ -111,9 +111,13 @@ def test_the_converted_file_declares_the_merged_input_and_no_rank_5_tensor(tmp_p
 @pytest.mark.gpu
 def test_convert_for_gpu_runs_a_video_network_on_the_gpu(gpu, tmp_path):
     model, x = _net()
-    plain = convert_for_gpu(model, x, tmp_path / "plain.tflite", exclude=["fold_rank5"], fallback=False,
+    plain = convert_for_gpu(model, x, tmp_path / "plain.tflite", exclude=["fold_rank5", "legalize"], fallback=False,
                             diagnose_budget_s=0)
     assert plain.verdict == "FALLBACK" and "fold_rank5" in plain.suggestions, plain.summary()    # the wall, named
+    # the graph pass carries the same network without fold_rank5 (rank-5 input merged, BatchNorm3d on a view)
+    alone = convert_for_gpu(model, x, tmp_path / "pass.tflite", exclude=["fold_rank5"], fallback=False,
+                            diagnose_budget_s=0)
+    assert alone.ok and "legalize" in alone.kept, alone.summary()
     result = convert_for_gpu(model, x, tmp_path / "m.tflite", diagnose_budget_s=0)
     assert result.ok and "fold_rank5" in result.kept, result.summary()
     assert "(strict GPU)" in result.report.residency["line"], result.summary()
