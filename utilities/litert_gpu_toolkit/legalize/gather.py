@@ -25,7 +25,8 @@ _aten = torch.ops.aten
 MAX_RUNS = 32
 
 
-def _constant(gm, node):
+def constant_value(gm, node):
+    """The tensor a get_attr node names (a parameter, buffer or folded constant), else None."""
     if not isinstance(node, torch.fx.Node) or node.op != "get_attr":
         return None
     value = attr_value(gm, node.target)
@@ -51,11 +52,11 @@ def rows(graph: torch.fx.Graph, x, axis: int, runs: list[tuple[int, int]]):
 def _axis_and_index(gm, n):
     """(axis, index tensor) of a gather this rule can rewrite, or None."""
     if n.target is _aten.index_select.default:
-        return n.args[1], _constant(gm, n.args[2])
+        return n.args[1], constant_value(gm, n.args[2])
     if n.target is _aten.index.Tensor:
         given = [(d, i) for d, i in enumerate(n.args[1]) if i is not None]
         if len(given) == 1:
-            idx = _constant(gm, given[0][1])
+            idx = constant_value(gm, given[0][1])
             if idx is not None and idx.dtype is torch.bool:     # a constant mask on one axis: its positions
                 idx = idx.nonzero().flatten() if idx.dim() == 1 else None
             return given[0][0], idx
@@ -70,7 +71,7 @@ def _leading(gm, n):
     k = len(given)
     if k < 2 or any(i is None for i in given):
         return None
-    idx = [_constant(gm, i) for i in given]
+    idx = [constant_value(gm, i) for i in given]
     src = shape(n.args[0])
     if src is None or any(i is None or i.dtype.is_floating_point or i.dtype is torch.bool for i in idx):
         return None
@@ -184,7 +185,7 @@ def _onehot_gathers(gm: torch.fx.GraphModule) -> tuple[int, list[str]]:
         if n.op != "call_function" or n.target is not _aten.gather.default or not n.users:
             continue
         x, dim, idx_node = n.args[:3]
-        idx, dims = _constant(gm, idx_node), shape(x)
+        idx, dims = constant_value(gm, idx_node), shape(x)
         if idx is None or dims is None or dim % len(dims) != len(dims) - 1 or tuple(idx.shape[:-1]) != dims[:-1]:
             continue
         lead, r, k = dims[:-1], dims[-1], idx.shape[-1]
@@ -225,7 +226,7 @@ def _uniform_reads(gm: torch.fx.GraphModule) -> int:
     graph = gm.graph
     done = 0
     for n in calls(graph, *_READS):
-        table = _constant(gm, n.args[0])
+        table = constant_value(gm, n.args[0])
         if table is None or table.numel() == 0 or shape(n) is None or not bool((table == table.flatten()[0]).all()):
             continue
         name = f"_legal_uniform_{n.name}"
@@ -248,10 +249,11 @@ def _row_picks(gm: torch.fx.GraphModule) -> int:
         dims, out = shape(x), shape(n)
         if len(given) != 2 or any(i is None for i in given) or dims is None or out is None or len(dims) < 2:
             continue
-        rows, idx = _constant(gm, given[0]), given[1]
+        batch_idx, idx = constant_value(gm, given[0]), given[1]
         b, s = dims[0], dims[1]
-        if (rows is None or _constant(gm, idx) is not None or shape(idx) != (b,) or idx.meta["val"].is_floating_point()
-                or not torch.equal(rows.reshape(-1).long(), torch.arange(b))):
+        if (batch_idx is None or constant_value(gm, idx) is not None or shape(idx) != (b,)
+                or idx.meta["val"].is_floating_point()
+                or not torch.equal(batch_idx.reshape(-1).long(), torch.arange(b))):
             continue
         name = f"_legal_positions_{n.name}"
         gm.register_buffer(name, torch.arange(s, dtype=torch.float32)[None], persistent=False)

@@ -20,8 +20,8 @@ import math
 
 import torch
 
-from .gather import MAX_RUNS, flat_index, rows, runs_of
-from .nodes import attr_value, dtype as _dtype, shape, source_line
+from .gather import MAX_RUNS, constant_value, flat_index, rows, runs_of
+from .nodes import dtype as _dtype, shape, source_line
 
 _aten = torch.ops.aten
 _INDEX_PUT = {_aten.index_put.default}      # export's functional form of x[mask] = v and index_put_
@@ -41,14 +41,9 @@ def _trailing(values, x_shape: tuple[int, ...], k: int) -> bool:
 
 def _constant_positions(gm, indices) -> list[torch.Tensor] | None:
     """The integer index tensors of an index_put when every one is a constant, else None."""
-    out = []
-    for i in indices:
-        if not isinstance(i, torch.fx.Node) or i.op != "get_attr":
-            return None
-        value = attr_value(gm, i.target)
-        if not isinstance(value, torch.Tensor) or value.dtype.is_floating_point or value.dtype is torch.bool:
-            return None
-        out.append(value)
+    out = [constant_value(gm, i) for i in indices]
+    if any(v is None or v.dtype.is_floating_point or v.dtype is torch.bool for v in out):
+        return None
     return out
 
 

@@ -295,22 +295,23 @@ def _same_rank_along(e, n):
     return _along(e, n, 1, lambda args, runs, dim: e.view(e.call(n.target, args, n.kwargs), shape(n)))
 
 
+def _items_viewed_back(e: _Emit, items, parts):
+    """Each reader `parts_old[i]` of a tuple op replaced by `parts[i]` viewed to that item's logical shape."""
+    for u in items:
+        with e.graph.inserting_after(u):
+            g = e.call(operator.getitem, [parts, u.args[1]])
+        with e.graph.inserting_after(g):
+            v = e.view(g, shape(u))
+        v.meta = dict(u.meta)
+        u.replace_all_uses_with(v)
+    return parts
+
+
 def _split(e: _Emit, n):
     items = [u for u in n.users if u.target is operator.getitem]
     if len(items) != len(n.users):
         return None
-
-    def make(args, runs, dim):
-        parts = e.call(n.target, args, n.kwargs)
-        for u in items:
-            with e.graph.inserting_after(u):
-                g = e.call(operator.getitem, [parts, u.args[1]])
-            with e.graph.inserting_after(g):
-                v = e.view(g, shape(u))
-            v.meta = dict(u.meta)
-            u.replace_all_uses_with(v)
-        return parts
-    return _along(e, n, 2, make)
+    return _along(e, n, 2, lambda args, runs, dim: _items_viewed_back(e, items, e.call(n.target, args, n.kwargs)))
 
 
 def _batch_norm(e: _Emit, n):
@@ -324,15 +325,7 @@ def _batch_norm(e: _Emit, n):
     runs = _groups(len(dims), {1, 2, 3})
     if runs is None:
         return None
-    out = e.call(n.target, [e.view(x, _sizes(dims, runs)), *n.args[1:]], n.kwargs)
-    for u in items:
-        with e.graph.inserting_after(u):
-            g = e.call(operator.getitem, [out, 0])
-        with e.graph.inserting_after(g):
-            v = e.view(g, dims)
-        v.meta = dict(u.meta)
-        u.replace_all_uses_with(v)
-    return out
+    return _items_viewed_back(e, items, e.call(n.target, [e.view(x, _sizes(dims, runs)), *n.args[1:]], n.kwargs))
 
 
 def _roll(e: _Emit, n):
