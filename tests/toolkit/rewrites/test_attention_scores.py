@@ -153,3 +153,20 @@ def test_prescale_applies_to_a_layer_shared_across_depth():
     assert [c.path for c in changes] == ["layer"] and model.layer.scaling == 1.0
     with torch.no_grad():
         assert torch.equal(model(*x), before)
+
+
+class FunctionalProjections(EagerAttention):
+    """WavLM's way: the projections' weights handed to a functional attention, the Linear modules never called."""
+
+    def forward(self, x, mask):
+        q = F.linear(x, self.query.weight, self.query.bias) * self.scaling
+        k, v = F.linear(x, self.key.weight, self.key.bias), F.linear(x, self.value.weight, self.value.bias)
+        return self.out(F.softmax(q @ k.transpose(1, 2) + mask[:, 0], dim=-1) @ v)
+
+
+def test_projections_that_never_ran_as_modules_are_left_alone():
+    # measured peaks exist only for modules that ran; this raised KeyError, and convert_for_gpu then applied no
+    # module patch at all to the model (the zoo's WavLM row)
+    torch.manual_seed(0)
+    m, x, mask = FunctionalProjections().eval(), torch.randn(1, 6, 32), torch.zeros(1, 1, 6, 6)
+    assert patch_prescale_attention(m, ((x, mask), {})) == []

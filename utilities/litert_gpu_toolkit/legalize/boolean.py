@@ -66,6 +66,10 @@ class _Floats:
         if t is _aten.expand.default:        # by concatenation here: the expand rule reads shapes these nodes lack
             a, src, out = self.of(n.args[0]), shape(n.args[0]), shape(n)
             return None if a is None or src is None or out is None else expand_by_concat(g, a, src, out)
+        if t is _aten.cat.default:           # Funnel's pooled mask: a cat of bool slices, then a strided slice
+            parts = [self.of(a) for a in n.args[0]]
+            return None if any(p is None for p in parts) else g.call_function(t, (parts, *n.args[1:]),
+                                                                             dict(n.kwargs))
         if t in _CARRY:
             a = self.of(n.args[0])
             return None if a is None else g.call_function(t, (a, *n.args[1:]), dict(n.kwargs))
@@ -163,9 +167,9 @@ def _wheres(gm: torch.fx.GraphModule, floats: _Floats) -> int:
 
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
-    floats = _Floats(gm)
-    casts = _casts(gm, floats)
-    wheres = _wheres(gm, floats)
+    # one cache per walk over the graph: a float form made for a late cast must not be reused by an earlier where
+    casts = _casts(gm, _Floats(gm))
+    wheres = _wheres(gm, _Floats(gm))
     # one float form per mask for every attention that reads it (a model's layers share their mask); made before
     # the first of them in graph order, so before every later one too
     floats_of, additive_of = _Floats(gm), {}

@@ -2,9 +2,11 @@
 
 Constants are the module's parameters and buffers (get_attr nodes after export), literals, and ops whose inputs
 are all constants. An expand of a buffer (BROADCAST_TO), an embedding lookup or gather with constant indices
-(GATHER / GATHER_ND), an arange, a comparison, any bool or integer value computed from constants -- each becomes
-the tensor torch computes for it, on the same numbers: bit-exact. Random ops are never constant. A folded value
-larger than `MAX_ELEMENTS` is left as it was (and named), so a fold never bloats the file unboundedly.
+(GATHER / GATHER_ND), an arange, eye or linspace (STABLEHLO_IOTA, which the interpreter does not register), a
+comparison, any bool or integer value computed from constants, a product of two constants that is no larger than
+they are -- each becomes the tensor torch computes for it, on the same numbers: bit-exact. Random ops are never
+constant. A folded value larger than `MAX_ELEMENTS` is left as it was (and named), so a fold never bloats the file
+unboundedly.
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ _aten = torch.ops.aten
 WALL_OPS = {
     _aten.expand.default, _aten.repeat.default, _aten.index.Tensor, _aten.index_select.default,
     _aten.gather.default, _aten.embedding.default, _aten.where.self, _aten.arange.default, _aten.arange.start,
-    _aten.arange.start_step, _aten._to_copy.default, _aten.cumsum.default,
+    _aten.arange.start_step, _aten.eye.default, _aten.eye.m, _aten.linspace.default, _aten._to_copy.default,
+    _aten.cumsum.default,
     _aten.eq.Scalar, _aten.eq.Tensor, _aten.ne.Scalar, _aten.ne.Tensor, _aten.lt.Scalar, _aten.lt.Tensor,
     _aten.le.Scalar, _aten.le.Tensor, _aten.gt.Scalar, _aten.gt.Tensor, _aten.ge.Scalar, _aten.ge.Tensor,
     _aten.logical_and.default, _aten.logical_or.default, _aten.logical_not.default, _aten.bitwise_and.Tensor,
@@ -38,11 +41,26 @@ def _feeds_an_index(node: torch.fx.Node) -> bool:
 
 
 def _foldable(node: torch.fx.Node) -> bool:
-    """A constant worth computing at export: a wall op, a tuple item, an index, or any bool / integer value (mask
-    and index arithmetic, which the GPU refuses or runs in float, is cheaper as the tensor it makes)."""
+    """A constant worth computing at export: a wall op, a tuple item, an index, any bool / integer value (mask
+    and index arithmetic, which the GPU refuses or runs in float, is cheaper as the tensor it makes), or a product
+    of constants no larger than its operands."""
     v = node.meta.get("val")
     return (node.target in WALL_OPS or node.target is operator.getitem or _feeds_an_index(node)
-            or (isinstance(v, torch.Tensor) and not v.dtype.is_floating_point))
+            or (isinstance(v, torch.Tensor) and not v.dtype.is_floating_point) or _small_product(node))
+
+
+# A product of two constants (Funnel's relative positions: `einsum("td,dnh->tnh", pos_embed, weight)`) is lowered
+# as a BATCH_MATMUL with a constant left operand, which the GPU refuses. Computed at export it is the value torch
+# computes (bit-exact against torch); folded only when the result holds no more elements than its operands, so the
+# file does not grow.
+_PRODUCTS = {_aten.einsum.default, _aten.matmul.default, _aten.bmm.default, _aten.mm.default}
+
+
+def _small_product(node: torch.fx.Node) -> bool:
+    if node.target not in _PRODUCTS:
+        return False
+    out, ins = shape(node), [shape(a) for a in node.all_input_nodes]
+    return out is not None and None not in ins and math.prod(out) <= sum(math.prod(d) for d in ins)
 
 
 def _random(node: torch.fx.Node) -> bool:

@@ -1,4 +1,5 @@
-"""Rule: a two-operand einsum over a value of rank > 4 becomes permutes, reshapes and one rank-3 batched matmul.
+"""Rule: a two-operand einsum over a value of rank > 4, or with batch indices and one constant operand, becomes
+permutes, reshapes and one rank-3 batched matmul.
 
 The converter lowers such an einsum with rank-5 RESHAPE / TRANSPOSE and a BATCH_MATMUL the GPU rejects (measured:
 timm's MViTv2, whose decomposed relative positions are `einsum("byhwc,hkc->byhwk", q, Rh)`: "Tensor dimensions
@@ -7,8 +8,12 @@ must be less than 5" and "Not supported batched mat mul case"). Every index of s
 output), so the einsum is a batched matmul: each operand permuted to [batch, free, contracted] (the right one to
 [batch, contracted, free]) and merged to rank 3, one matmul, then the result split and permuted to the output's
 order. This rule runs before `rank`, which carries the permutes and reshapes it leaves at rank > 4 at rank <= 4.
-Equal to fp32 rounding (the same products, summed in the matmul's order). Not handled, and left as they were: an
-ellipsis, a repeated index (a trace or diagonal), an index summed out of one operand alone, more than two operands.
+An einsum with batch indices (in both operands and the output) and exactly one constant operand is written the
+same way with the runtime operand on the left: the converter's own lowering may put the constant on the left of
+its BATCH_MATMUL, which the GPU refuses (measured: Funnel's `einsum("binh,tnh->bnit", q, pos)`, a [4, 32, 16]
+constant @ a runtime [4, 16, 32]). Equal to fp32 rounding (the same products, summed in the matmul's order).
+Not handled, and left as they were: an ellipsis, a repeated index (a trace or diagonal), an index summed out of
+one operand alone, more than two operands.
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ import math
 
 import torch
 
+from .constants import constant_nodes
 from .nodes import calls, shape, source_line
 
 _aten = torch.ops.aten
@@ -43,14 +49,22 @@ def _permute(graph, x, order: list[int]):
 
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
+    const = constant_nodes(graph)
     done = []
     for n in calls(graph, _aten.einsum.default):
         equation, operands = n.args[0], list(n.args[1])
         parsed = _parse(equation) if len(operands) == 2 else None
+        if parsed is None:
+            continue
         dims = [shape(operands[0]), shape(operands[1]), shape(n)]
-        if parsed is None or any(d is None for d in dims) or max(len(d) for d in dims) <= 4:
+        if any(d is None for d in dims):
             continue
         a, b, out = parsed
+        one_constant = (operands[0] in const) != (operands[1] in const)
+        if max(len(d) for d in dims) <= 4 and not (one_constant and set(a) & set(b) & set(out)):
+            continue
+        if operands[0] in const and one_constant:         # the runtime operand on the left: the GPU's form
+            a, b, operands, dims = b, a, operands[::-1], [dims[1], dims[0], dims[2]]
         size = {**dict(zip(a, dims[0])), **dict(zip(b, dims[1]))}
         batch = [c for c in a if c in b and c in out]
         summed = [c for c in a if c in b and c not in out]
@@ -72,5 +86,5 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
         y.meta["stack_trace"] = n.meta.get("stack_trace")
         n.replace_all_uses_with(y)
         done.append(f"{equation}{f' at {source_line(n)}' if source_line(n) else ''}")
-    return [f"einsum at rank > 4 -> permutes, reshapes and a rank-3 batched matmul x{len(done)} (fp32 rounding): "
+    return [f"einsum -> permutes, reshapes and a rank-3 batched matmul x{len(done)} (fp32 rounding): "
             f"{'; '.join(dict.fromkeys(done))}"] * bool(done), []

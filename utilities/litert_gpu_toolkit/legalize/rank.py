@@ -153,6 +153,8 @@ def _along(e: _Emit, n, dim_pos: int, make):
     args[0] = e.view(x, _sizes(dims, runs))
     if len(n.args) > dim_pos:
         args[dim_pos] = _group_of(runs, dim)
+    elif "dim" in n.kwargs:                              # the op's result reads its axis from the keyword
+        n.kwargs = {**n.kwargs, "dim": _group_of(runs, dim)}
     return make(args, runs, dim)
 
 
@@ -308,10 +310,13 @@ def _items_viewed_back(e: _Emit, items, parts):
 
 
 def _split(e: _Emit, n):
+    """split / split_with_sizes / unbind: the op along its axis on the grouped view, each item viewed back."""
     items = [u for u in n.users if u.target is operator.getitem]
     if len(items) != len(n.users):
         return None
-    return _along(e, n, 2, lambda args, runs, dim: _items_viewed_back(e, items, e.call(n.target, args, n.kwargs)))
+    dim_pos = 1 if n.target is _aten.unbind.int else 2
+    return _along(e, n, dim_pos, lambda args, runs, dim: _items_viewed_back(e, items, e.call(n.target, args,
+                                                                                                n.kwargs)))
 
 
 def _batch_norm(e: _Emit, n):
@@ -355,10 +360,11 @@ _HANDLERS = {
     _aten.matmul.default: _matmul, _aten.bmm.default: _matmul, _aten.linear.default: _linear,
     _aten.layer_norm.default: _layer_norm, _aten.select.int: _same_rank_along, _aten.slice.Tensor: _same_rank_along,
     _aten.index_select.default: _same_rank_along, _aten.split.Tensor: _split,
-    _aten.split_with_sizes.default: _split, _aten.roll.default: _roll,
+    _aten.split_with_sizes.default: _split, _aten.unbind.int: _split, _aten.roll.default: _roll,
     _aten._native_batch_norm_legit_no_training.default: _batch_norm,
 }
-_TUPLES = (_aten.split.Tensor, _aten.split_with_sizes.default, _aten._native_batch_norm_legit_no_training.default)
+_TUPLES = (_aten.split.Tensor, _aten.split_with_sizes.default, _aten.unbind.int,
+           _aten._native_batch_norm_legit_no_training.default)
 
 
 def _collapse_views(graph: torch.fx.Graph) -> None:

@@ -154,7 +154,10 @@ def patch_prescale_attention(model: nn.Module, example_inputs=None, limit: float
     def peak(layer: nn.Linear) -> float:
         return peaks[names[id(layer)]][0]
 
-    hot = [(n, m, q, k) for n, m, q, k in candidates
+    # a projection that never ran as a module (WavLM hands its weights to F.multi_head_attention_forward) has no
+    # measured peak: nothing to move
+    ran = [(n, m, q, k) for n, m, q, k in candidates if all(names[id(p)] in peaks for p in (q, k))]
+    hot = [(n, m, q, k) for n, m, q, k in ran
            if peaks[names[id(q)]][1] >= 1 and math.isfinite(peak(q) * peak(k))
            and peak(q) * peak(k) * _head_size(m, q) > limit]
     if not hot:

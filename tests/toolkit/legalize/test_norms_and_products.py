@@ -1,0 +1,177 @@
+"""Rules found by running the pass alone on zoo rows (ModernBERT, the diffusers UNet2D, Funnel, XLNet): an unbind
+of a rank-5 value, group norm written out, a bool mask built by concatenation, products of constants, an einsum
+with one constant operand, a one-hot of a runtime index, and eye. Each: exact in torch (bound per test), the
+offending op gone from the graph, and on the GPU the pass alone strict GPU-only and matching torch where the
+spelling-free conversion is not. GPU: llvmpipe (software Vulkan), ai-edge-litert 2.3.0."""
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from litert_gpu_toolkit import convert_for_gpu
+from litert_gpu_toolkit.core.model_info import read_model_info
+from litert_gpu_toolkit.legalize import legalize
+
+aten = torch.ops.aten
+PASS_ALONE = {"only": ("legalize",), "fallback": False, "diagnose_budget_s": 0}
+PLAIN = {"patches": False, "fallback": False, "diagnose_budget_s": 0}
+
+
+def _targets(legal) -> set:
+    return {n.target for n in legal.module.graph.nodes if n.op == "call_function"}
+
+
+def _top_rank(legal) -> int:
+    return max(len(n.meta["val"].shape) for n in legal.module.graph.nodes
+               if n.op == "call_function" and isinstance(n.meta.get("val"), torch.Tensor))
+
+
+class PackedQkv(nn.Module):
+    """ModernBERT's attention input: one projection viewed [B, S, 3, H, D] (rank 5) and unbound on the 3."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(32, 96)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(*x.shape[:-1], 3, 4, 8).unbind(dim=-3)
+        return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+
+
+def test_an_unbind_of_a_rank5_value_is_carried_bit_exact():
+    torch.manual_seed(0)
+    m, x = PackedQkv().eval(), torch.randn(2, 6, 32)
+    legal = legalize(m, (x,))
+    assert _top_rank(legal) <= 4 and not legal.left, legal.left
+    assert torch.equal(legal.module(x), m(x))                   # bound: bit-exact (the same elements, moved)
+
+
+class Grouped(nn.Module):
+    def __init__(self, rank=4):
+        super().__init__()
+        self.norm = nn.GroupNorm(4, 8)
+        with torch.no_grad():
+            self.norm.weight.uniform_(0.5, 2)
+            self.norm.bias.uniform_(-1, 1)
+        self.rank = rank
+
+    def forward(self, x):
+        return self.norm(x).flatten(2) if self.rank == 5 else self.norm(x)
+
+
+def test_group_norm_is_written_out_to_fp32_rounding():
+    torch.manual_seed(0)
+    for rank, x in ((4, torch.randn(2, 8, 5, 6) * 3 + 1), (3, torch.randn(2, 8, 7)), (5, torch.randn(1, 8, 3, 4, 5))):
+        m = Grouped(rank).eval()
+        legal = legalize(m, (x,))
+        assert aten.group_norm.default not in _targets(legal), rank
+        assert _top_rank(legal) <= 4, rank
+        torch.testing.assert_close(legal.module(x), m(x), rtol=0, atol=1e-5)   # bound: fp32 summation order
+
+
+class Funnelish(nn.Module):
+    """Funnel's pooled attention mask (a cat of bool slices, then a strided slice, read by masked_fill) and its
+    relative positions (a product of two constants, then an einsum of the runtime query with that constant)."""
+
+    def __init__(self):
+        super().__init__()
+        self.pos = nn.Parameter(torch.randn(12, 16) * 0.3)
+        self.proj = nn.Parameter(torch.randn(16, 4, 8) * 0.3)
+
+    def forward(self, q, mask):
+        table = torch.einsum("td,dnh->tnh", self.pos, self.proj)          # constant @ constant
+        scores = torch.einsum("binh,tnh->bnit", q, table)                 # runtime, constant: batch index n
+        keep = mask[:, :, None] * mask[:, None, :] > 0.5                  # a runtime bool mask
+        pooled = torch.cat([keep[:, :1], keep], dim=1)[:, ::2]            # bool cat, strided bool slice
+        return scores[:, :, ::2, :11].masked_fill(~pooled[:, None], -1e4).softmax(-1)
+
+
+def _funnel_inputs():
+    torch.manual_seed(0)
+    mask = torch.ones(2, 11)
+    mask[1, 7:] = 0
+    return torch.randn(2, 11, 4, 8), mask
+
+
+def test_constant_products_fold_and_the_runtime_operand_goes_left_to_fp32_rounding():
+    m, (q, mask) = Funnelish().eval(), _funnel_inputs()
+    legal = legalize(m, (q, mask))
+    assert aten.einsum.default not in _targets(legal)
+    assert any("folded constant einsum" in d for d in legal.done), legal.done
+    assert any("einsum -> permutes" in d for d in legal.done), legal.done
+    assert any("bool mask" in d for d in legal.done), legal.done
+    torch.testing.assert_close(legal.module(q, mask), m(q, mask), rtol=0, atol=1e-6)   # bound: fp32 rounding
+
+
+def test_a_product_that_would_grow_the_file_is_not_folded():
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Parameter(torch.randn(64, 1)), nn.Parameter(torch.randn(1, 64))
+
+        def forward(self, x):
+            return x @ (self.a @ self.b)                                  # 4096 elements from 128
+
+    m, x = Outer().eval(), torch.randn(3, 64)
+    legal = legalize(m, (x,))
+    assert not any("folded constant mm" in d or "folded constant matmul" in d for d in legal.done), legal.done
+
+
+class Segments(nn.Module):
+    """XLNet's segment matrix: a one-hot of a runtime comparison, and an eye."""
+
+    def forward(self, ids):
+        seg = F.one_hot((ids[:, :, None] != ids[:, None, :]).long(), 2).float()
+        return seg.sum(-1) * 2 + seg[..., 1] + torch.eye(ids.shape[1])
+
+
+def test_a_runtime_one_hot_and_an_eye_are_exact():
+    ids = torch.tensor([[0, 0, 1, 1, 1], [0, 1, 1, 0, 2]])
+    m = Segments().eval()
+    legal = legalize(m, (ids,))
+    assert not _targets(legal) & {aten.one_hot.default, aten.eye.default}, _targets(legal)
+    assert torch.equal(legal.module(ids), m(ids))               # bound: bit-exact for indices below 2**24
+
+
+def test_funnel_and_xlnet_patterns_run_gpu_only_through_the_pass_alone(gpu, tmp_path):
+    m, (q, mask) = Funnelish().eval(), _funnel_inputs()
+    plain = convert_for_gpu(m, (q, mask), tmp_path / "p.tflite", **PLAIN)
+    assert not plain.ok, plain.summary()
+    result = convert_for_gpu(m, (q, mask), tmp_path / "f.tflite", **PASS_ALONE)
+    assert result.ok, result.summary()                          # strict GPU-only, outputs match torch
+
+    ids = torch.tensor([[0, 0, 1, 1, 1, 0], [0, 1, 1, 0, 1, 1]])
+    seg = Segments().eval()
+    plain = convert_for_gpu(seg, (ids,), tmp_path / "sp.tflite", **PLAIN)
+    assert not plain.ok, plain.summary()
+    result = convert_for_gpu(seg, (ids,), tmp_path / "s.tflite", **PASS_ALONE)
+    assert result.ok, result.summary()
+
+
+def test_a_group_norm_network_runs_gpu_only_through_the_pass_alone(gpu, tmp_path):
+    # the converter's group norm has a BROADCAST_TO of the statistics at some shapes (here 32 channels in 8
+    # groups on a 4 x 4 map, as in the diffusers UNet2D; not at 8 channels in 4 groups on 16 x 16)
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.GroupNorm(8, 32, eps=1e-6), nn.SiLU(),
+                      nn.Conv2d(32, 32, 3, padding=1), nn.GroupNorm(8, 32, eps=1e-6)).eval()
+    x = torch.randn(1, 3, 4, 4)
+    plain = convert_for_gpu(m, (x,), tmp_path / "p.tflite", **PLAIN)
+    assert not plain.ok and "BROADCAST_TO" in plain.summary(), plain.summary()
+    result = convert_for_gpu(m, (x,), tmp_path / "g.tflite", **PASS_ALONE)
+    assert result.ok, result.summary()
+    assert "BROADCAST_TO" not in read_model_info(tmp_path / "g.tflite").op_histogram()
+
+
+def test_a_mask_cast_late_and_selected_early_is_built_in_graph_order():
+    """Funnel with the defaults: the boolean rule once reused a mask's float form made for a later cast at an
+    earlier `where` (a node used before it was defined; the pass refused the graph)."""
+    class LateCast(nn.Module):
+        def forward(self, x, a):
+            m = (a[:, :, None] * a[:, None, :]) > 0.5
+            y = x.masked_fill(~torch.cat([m[:, :1], m], 1)[:, 1:], -3.0)
+            return y.softmax(-1) + m.float() * 2
+
+    x, a = torch.randn(2, 5, 5), torch.tensor([[1.0, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    m = LateCast().eval()
+    legal = legalize(m, (x, a))
+    assert aten.where.self not in _targets(legal) and aten.masked_fill.Scalar not in _targets(legal)
+    assert torch.equal(legal.module(x, a), m(x, a))             # bound: bit-exact ({0, 1} arithmetic, one term)
