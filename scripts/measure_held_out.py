@@ -5,6 +5,7 @@
     .venv-zoo/bin/python scripts/measure_held_out.py --set held_out_41c    # the third, into zoo/held_out_41c/
     .venv-zoo/bin/python scripts/measure_held_out.py --set held_out_41d    # the fourth, into zoo/held_out_41d/
     .venv-zoo/bin/python scripts/measure_held_out.py --set held_out_41e    # the fifth, into zoo/held_out_41e/
+    .venv-zoo/bin/python scripts/measure_held_out.py --set held_out_41f    # the sixth, into zoo/held_out_41f/
     .venv-zoo/bin/python scripts/measure_held_out.py --wait-for FILE --wait-until 03:10 --stop-at 04:00
     .venv-zoo/bin/python scripts/measure_held_out.py --rows distilbert --out /tmp/try   # try it on another row
     .venv-zoo/bin/python scripts/measure_held_out.py --readme-only          # regenerate the README
@@ -15,7 +16,7 @@ checkout's `.venv/bin/python`: the runner's child processes and the export comma
 toolkit (PYTHONPATH comes before the editable install's path).
 
 The rows are the ones `zoo/litert_zoo/models/SET.py` names (`--set`: held_out_41, the default, held_out_41b or
-held_out_41c, held_out_41d or held_out_41e), in its order, and the results go to zoo/SET/. Two passes:
+held_out_41c, held_out_41d, held_out_41e or held_out_41f), in its order, and the results go to zoo/SET/. Two passes:
 
 1. `convert_for_gpu` with the defaults, through the zoo's runner (`litert_zoo.runner.run_isolated`: the row is
    built in a child process, converted, checked strictly GPU-only against torch; when the defaults do not PASS
@@ -49,14 +50,16 @@ sys.path.insert(0, str(ROOT / "utilities"))
 
 from litert_gpu_toolkit.core.atomic_file import write_text_atomic  # noqa: E402
 from litert_zoo.models import EVERY  # noqa: E402
-from litert_zoo.models import held_out_41, held_out_41b, held_out_41c, held_out_41d, held_out_41e  # noqa: E402
+from litert_zoo.models import (held_out_41, held_out_41b, held_out_41c, held_out_41d, held_out_41e,  # noqa: E402
+                               held_out_41f)
 from litert_zoo.rows import scrub  # noqa: E402
 
 SETS = {"held_out_41": (held_out_41, "Issue 41's held-out set"),
         "held_out_41b": (held_out_41b, "Issue 41's second held-out set"),
         "held_out_41c": (held_out_41c, "Issue 41's third held-out set"),
         "held_out_41d": (held_out_41d, "Issue 41's fourth held-out set"),
-        "held_out_41e": (held_out_41e, "Issue 41's fifth held-out set")}
+        "held_out_41e": (held_out_41e, "Issue 41's fifth held-out set"),
+        "held_out_41f": (held_out_41f, "Issue 41's sixth held-out set")}
 ROWS, EXPORT = held_out_41.ROWS, held_out_41.EXPORT     # the set measured (`use_set`)
 DEFAULT_OUT = ROOT / "zoo" / "held_out_41"
 SET_FILE, TITLE = "zoo/litert_zoo/models/held_out_41.py", SETS["held_out_41"][1]
