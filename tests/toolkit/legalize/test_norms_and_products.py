@@ -175,3 +175,32 @@ def test_a_mask_cast_late_and_selected_early_is_built_in_graph_order():
     legal = legalize(m, (x, a))
     assert aten.where.self not in _targets(legal) and aten.masked_fill.Scalar not in _targets(legal)
     assert torch.equal(legal.module(x, a), m(x, a))             # bound: bit-exact ({0, 1} arithmetic, one term)
+
+
+class ScalarAttention(nn.Module):
+    """timm CSATv2's scalar attention: q, k, v of shape [B, N]; at batch 1 `(q @ k^T) @ v` contracts an axis of 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(1, 3, bias=False)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x.flatten(2).transpose(1, 2)).unbind(-1)
+        return ((q @ k.transpose(-1, -2)).softmax(dim=-1) @ v).unsqueeze(-1)
+
+
+def test_a_matmul_over_an_axis_of_one_is_a_bit_exact_product():
+    torch.manual_seed(0)
+    m, x = ScalarAttention().eval(), torch.randn(1, 1, 4, 4)
+    legal = legalize(m, (x,))
+    assert any("axis of size 1" in d for d in legal.done), legal.done
+    assert torch.equal(legal.module(x), m(x))                   # bound: bit-exact (one product per output)
+
+
+def test_scalar_attention_converts_and_runs_gpu_only(gpu, tmp_path):
+    torch.manual_seed(0)
+    m, x = ScalarAttention().eval(), torch.randn(1, 1, 4, 4)
+    plain = convert_for_gpu(m, (x,), tmp_path / "p.tflite", **PLAIN)
+    assert plain.verdict == "CONVERT_FAIL", plain.summary()    # litert-torch 0.10: "contracting dimension sizes"
+    result = convert_for_gpu(m, (x,), tmp_path / "s.tflite", **PASS_ALONE)
+    assert result.ok, result.summary()

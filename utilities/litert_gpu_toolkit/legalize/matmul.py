@@ -14,6 +14,11 @@ of the score product. It is written out as its math (scores = q * scale @ k^T, p
 so the score product gets the transposed form above. Equal to fp32 rounding (the same products, which the
 converter would have written too). A bool mask, causal masking, dropout or grouped heads leave it as it is.
 
+A matmul that contracts an axis of size 1 (timm CSATv2's scalar attention, `(q @ k^T) @ v` with [B, N] operands
+at batch 1: a [1, 1] @ [1, N] product) is the broadcast product a [..., M, 1] * b [..., 1, N]; litert-torch's
+passes fail on it in that graph ("contracting dimension sizes must match"). One product per output, no sum:
+bit-exact.
+
 A matmul whose batch axes broadcast (DeBERTa's `query [B, H, S, d] @ pos_key^T [1, H, d, R]`) gets a BROADCAST_TO
 of the smaller operand from the converter, which the GPU refuses. The axes only the left operand has are moved
 into its rows (an [H, B * S, d] @ [H, d, R] product), or those only the right one has into its columns; the
@@ -97,8 +102,26 @@ def _constant_query_attention(gm: torch.fx.GraphModule) -> int:
     return done
 
 
+def _outer_products(graph: torch.fx.Graph) -> int:
+    """A matmul that contracts an axis of size 1 is a broadcast product: a [..., M, 1] * b [..., 1, N]."""
+    done = 0
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target not in _MATMUL or not n.users:
+            continue
+        a, b = n.args[:2]
+        da, db = shape(a), shape(b)
+        if da is None or db is None or len(da) < 2 or len(db) < 2 or da[-1] != 1 or db[-2] != 1:
+            continue
+        with graph.inserting_before(n):
+            y = graph.call_function(_aten.mul.Tensor, (a, b))
+        n.replace_all_uses_with(y)
+        done += 1
+    return done
+
+
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
+    outer = _outer_products(graph)
     attention = _constant_query_attention(gm)
     broadcast = 0
     for n in list(graph.nodes):
@@ -124,7 +147,8 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
             out = call(_aten.transpose.int, (call(n.target, (bt, at)), -1, -2))
         n.replace_all_uses_with(out)
         done += 1
-    return ([f"attention with a constant query -> matmuls and a softmax x{attention} (fp32 rounding)"]
+    return ([f"matmul over an axis of size 1 -> a broadcast product x{outer} (bit-exact)"] * bool(outer)
+            + [f"attention with a constant query -> matmuls and a softmax x{attention} (fp32 rounding)"]
             * bool(attention)
             + [f"matmul whose batch axes broadcast -> folded into rows / columns x{broadcast} (fp32 rounding)"]
             * bool(broadcast) + [f"matmul with a constant left operand -> transposed x{done} (fp32 rounding)"]
