@@ -204,3 +204,81 @@ def test_scalar_attention_converts_and_runs_gpu_only(gpu, tmp_path):
     assert plain.verdict == "CONVERT_FAIL", plain.summary()    # litert-torch 0.10: "contracting dimension sizes"
     result = convert_for_gpu(m, (x,), tmp_path / "s.tflite", **PASS_ALONE)
     assert result.ok, result.summary()
+
+
+def test_a_bool_mask_and_integer_windows_are_unfolded_exactly():
+    class Windows(nn.Module):
+        def forward(self, x, mask, ids):
+            valid = mask.unfold(1, 4, 2)                                 # [B, n, 4] bool windows of a mask
+            return torch.where(valid, x.unfold(1, 4, 2), -3.0), ids.unfold(1, 3, 1) * 2
+
+    x, mask = torch.randn(2, 12), torch.ones(2, 12, dtype=torch.bool)
+    mask[1, 7:] = False
+    ids = torch.randint(0, 1000, (2, 9))
+    m = Windows().eval()
+    legal = legalize(m, (x, mask, ids))
+    assert aten.unfold.default not in _targets(legal), legal.done
+    for a, b in zip(legal.module(x, mask, ids), m(x, mask, ids)):
+        assert torch.equal(a, b)                                # bound: bit-exact (copies; integers below 2**24)
+
+
+class Pads(nn.Module):
+    """Gemma 3n's audio relative shift pads a rank-2 runtime value; a pad of a buffer is a PAD with no runtime input."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.arange(8.0).reshape(1, 1, 8, 1))
+
+    def forward(self, x):
+        y = F.pad(x, (0, 3))                                          # [64, 5] -> [64, 8]
+        return y[None, None] + F.pad(self.table, (0, 7))              # [1, 1, 8, 8]: the buffer padded
+
+
+def test_rank2_pads_and_pads_of_constants_are_bit_exact():
+    x = torch.randn(8, 5)
+    m = Pads().eval()
+    legal = legalize(m, (x,))
+    assert any("folded constant constant_pad_nd" in d or "folded constant pad" in d for d in legal.done), legal.done
+    assert any("zero pad of a rank-1 to 3 value" in d for d in legal.done), legal.done
+    assert torch.equal(legal.module(x), m(x))                   # bound: bit-exact (views, copies, a fold)
+
+
+def test_rank2_pads_and_padded_constants_run_gpu_only(gpu, tmp_path):
+    x = torch.randn(8, 5)
+    m = Pads().eval()
+    plain = convert_for_gpu(m, (x,), tmp_path / "p.tflite", **PLAIN)
+    assert not plain.ok, plain.summary()
+    result = convert_for_gpu(m, (x,), tmp_path / "d.tflite", **PASS_ALONE)
+    assert result.ok, result.summary()
+
+
+class Float64Rotary(nn.Module):
+    """Flux's rotary table: angles built in float64 from runtime positions, cos / sin, cast back to float32."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("inv", 1.0 / 10000 ** (torch.arange(0, 8, 2, dtype=torch.float64) / 8))
+
+    def forward(self, x, pos):
+        angles = torch.outer(pos.float(), self.inv)                    # float64
+        table = torch.cat([angles.cos(), angles.sin()], -1).float()
+        return x * table
+
+
+def test_float64_arithmetic_runs_in_float32_within_fp32_rounding():
+    x, pos = torch.randn(6, 8), torch.arange(6.0) * 9
+    m = Float64Rotary().eval()
+    legal = legalize(m, (x, pos))
+    assert any("float64 arithmetic -> float32" in d for d in legal.done), legal.done
+    assert not any(isinstance(n.meta.get("val"), torch.Tensor) and n.meta["val"].dtype == torch.float64
+                   for n in legal.module.graph.nodes)
+    torch.testing.assert_close(legal.module(x, pos), m(x, pos), rtol=0, atol=2e-6)  # bound: fp32 rounding per op
+
+
+def test_float64_arithmetic_converts_and_runs_gpu_only(gpu, tmp_path):
+    x, pos = torch.randn(6, 8), torch.arange(6.0) * 9
+    m = Float64Rotary().eval()
+    plain = convert_for_gpu(m, (x, pos), tmp_path / "p.tflite", **PLAIN)
+    assert plain.verdict == "CONVERT_FAIL", plain.summary()       # litert-torch 0.10: no float64 cos
+    result = convert_for_gpu(m, (x, pos), tmp_path / "f.tflite", **PASS_ALONE)
+    assert result.ok, result.summary()

@@ -21,7 +21,9 @@ constant without its leading 1) and viewed back: bit-exact. XGLM's attention met
 The same family, another op: a zero pad of a rank-3 runtime tensor whose first axis is > 1 compiles GPU-only and
 is wrong (MobileBERT's trigram embedding, its ids shifted each way with a pad, two sequences in the batch; the
 measurements are in `rewrites/constant_operand.py`); the same pad of the tensor viewed as [1, B, S, C] is right.
-Such a pad gets that leading axis (the pad list names the last axes, so it is unchanged): bit-exact.
+Such a pad gets that leading axis (the pad list names the last axes, so it is unchanged): bit-exact. A pad of a
+rank-1 or rank-2 runtime tensor is refused outright ("Invalid paddings tensor shape: expected 4x2 or 3x2"; Gemma
+3n's audio relative-position shift pads a [64, 5] value) and gets leading axes to rank 4 the same way.
 """
 from __future__ import annotations
 
@@ -108,10 +110,12 @@ def _rank3_pads(graph: torch.fx.Graph, const: set) -> int:
             continue                                 # reflect / replicate: not this wall's op
         x, out = n.args[0], shape(n)
         dims = shape(x)
-        if dims is None or out is None or len(dims) != 3 or dims[0] == 1 or not _floating(n):
+        if dims is None or out is None or not _floating(n):
+            continue
+        if not (len(dims) in (1, 2) or len(dims) == 3 and dims[0] > 1):
             continue
         with graph.inserting_before(n):
-            up = graph.call_function(_aten.reshape.default, (x, [1, *dims]))
+            up = graph.call_function(_aten.reshape.default, (x, [1] * (4 - len(dims)) + list(dims)))
             pad = graph.call_function(n.target, (up, *n.args[1:]), dict(n.kwargs))
             back = graph.call_function(_aten.reshape.default, (pad, list(out)))
         n.replace_all_uses_with(back)
@@ -150,4 +154,4 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     return ([f"elementwise op on a constant at rank 2-3 -> at rank 4 x{done} (bit-exact)"] * bool(done)
             + [f"elementwise op of a [1, ...] view and a rank-4 constant -> at rank 3 x{rank3} (bit-exact)"]
             * bool(rank3)
-            + [f"zero pad of a rank-3 value with a batch -> at rank 4 x{pads} (bit-exact)"] * bool(pads)), []
+            + [f"zero pad of a rank-1 to 3 value -> at rank 4 x{pads} (bit-exact)"] * bool(pads)), []

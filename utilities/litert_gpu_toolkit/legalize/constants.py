@@ -3,10 +3,10 @@
 Constants are the module's parameters and buffers (get_attr nodes after export), literals, and ops whose inputs
 are all constants. An expand of a buffer (BROADCAST_TO), an embedding lookup or gather with constant indices
 (GATHER / GATHER_ND), an arange, eye or linspace (STABLEHLO_IOTA, which the interpreter does not register), a
-comparison, any bool or integer value computed from constants, a product of two constants that is no larger than
-they are -- each becomes the tensor torch computes for it, on the same numbers: bit-exact. Random ops are never
-constant. A folded value larger than `MAX_ELEMENTS` is left as it was (and named), so a fold never bloats the file
-unboundedly.
+pad of a constant (PAD with no runtime input is refused), a comparison, any bool or integer value computed from
+constants, a product of two constants that is no larger than they are -- each becomes the tensor torch computes
+for it, on the same numbers: bit-exact. Random ops are never constant. A folded value larger than `MAX_ELEMENTS` is
+left as it was (and named), so a fold never bloats the file unboundedly.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ WALL_OPS = {
     _aten.expand.default, _aten.repeat.default, _aten.index.Tensor, _aten.index_select.default,
     _aten.gather.default, _aten.embedding.default, _aten.where.self, _aten.arange.default, _aten.arange.start,
     _aten.arange.start_step, _aten.eye.default, _aten.eye.m, _aten.linspace.default, _aten._to_copy.default,
-    _aten.cumsum.default,
+    _aten.cumsum.default, _aten.constant_pad_nd.default, _aten.pad.default,
     _aten.eq.Scalar, _aten.eq.Tensor, _aten.ne.Scalar, _aten.ne.Tensor, _aten.lt.Scalar, _aten.lt.Tensor,
     _aten.le.Scalar, _aten.le.Tensor, _aten.gt.Scalar, _aten.gt.Tensor, _aten.ge.Scalar, _aten.ge.Tensor,
     _aten.logical_and.default, _aten.logical_or.default, _aten.logical_not.default, _aten.bitwise_and.Tensor,

@@ -7,7 +7,9 @@ output channel j is one-hot on tap j (stride `step`, no bias) gives [M, size, n]
 [M, n, size] and viewed and permuted back to torch's layout (the window index where `dim` was, the taps last).
 The `rank` rule, which runs next, carries any value of rank > 4 this makes. Exact for finite values: each output
 is one sample times 1.0 plus exact zeros (an inf or NaN sample also makes NaN in the windows beside it, 0 * inf).
-A window of one sample at step one is the tensor with a new last axis (a reshape): bit-exact.
+A window of one sample at step one is the tensor with a new last axis (a reshape): bit-exact. A bool mask's windows
+(Gemma 3n's audio attention unfolds its padding mask) or an integer tensor's are made the same way on the float32
+copy and read back (a bool as `!= 0`, an integer cast back): exact for integers below 2**24.
 """
 from __future__ import annotations
 
@@ -20,9 +22,13 @@ from .nodes import calls, shape
 _aten = torch.ops.aten
 
 
-def _windows(gm: torch.fx.GraphModule, n) -> torch.fx.Node | None:
-    x, dim, size, step = n.args[:4]
-    dims, out = shape(x), shape(n)
+_CARRIED = (torch.float32, torch.bool, torch.int32, torch.int64)
+
+
+def _windows(gm: torch.fx.GraphModule, n, kind, x=None) -> torch.fx.Node | None:
+    """The windows of `x` (default: the unfold's input, of dtype `kind`) as a one-hot conv1d."""
+    x, (_, dim, size, step) = (n.args[0] if x is None else x), n.args[:4]
+    dims, out = shape(n.args[0]), shape(n)
     if dims is None or out is None or not dims:
         return None
     graph, r = gm.graph, len(dims)
@@ -30,6 +36,10 @@ def _windows(gm: torch.fx.GraphModule, n) -> torch.fx.Node | None:
     call = graph.call_function
     if size == 1 and step == 1:
         return call(_aten.reshape.default, (x, list(out)))
+    if not kind.is_floating_point:      # a mask or integer windows: the same copies, made in float32
+        y = _windows(gm, n, torch.float32, call(_aten._to_copy.default, (x,), {"dtype": torch.float32}))
+        return (call(_aten.ne.Scalar, (y, 0.0)) if kind is torch.bool
+                else call(_aten._to_copy.default, (y,), {"dtype": kind}))
     count = out[d]
     others = [a for a in range(r) if a != d]
     moved = call(_aten.permute.default, (x, others + [d])) if d != r - 1 else x
@@ -46,10 +56,11 @@ def _windows(gm: torch.fx.GraphModule, n) -> torch.fx.Node | None:
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     done = 0
     for n in calls(gm.graph, _aten.unfold.default):
-        if shape(n.args[0]) is None or not shape(n.args[0]) or not torch.is_floating_point(n.args[0].meta["val"]):
+        if shape(n.args[0]) is None or not shape(n.args[0]) or n.args[0].meta["val"].dtype not in _CARRIED:
             continue
+        kind = n.args[0].meta["val"].dtype
         with gm.graph.inserting_before(n):
-            y = _windows(gm, n)
+            y = _windows(gm, n, kind)
         if y is None:
             continue
         y.meta = dict(n.meta)
