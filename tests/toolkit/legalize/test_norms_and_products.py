@@ -282,3 +282,41 @@ def test_float64_arithmetic_converts_and_runs_gpu_only(gpu, tmp_path):
     assert plain.verdict == "CONVERT_FAIL", plain.summary()       # litert-torch 0.10: no float64 cos
     result = convert_for_gpu(m, (x, pos), tmp_path / "f.tflite", **PASS_ALONE)
     assert result.ok, result.summary()
+
+
+class GridIndex(nn.Module):
+    """SigLIP 2's NaFlex position index: a runtime check on the grid, then row / column by a floor division."""
+
+    def forward(self, x, grid):
+        torch._assert_async((grid > 0).all(), "grid must be positive")
+        sizes = grid.float()[:, None]
+        positions = torch.arange(x.shape[1], dtype=torch.float32)[None, :, None]
+        rows = torch.div(positions, sizes[..., 1:], rounding_mode="floor")
+        return x + torch.cat([rows, positions - rows * sizes[..., 1:]], dim=-1).sum(-1)
+
+
+def test_runtime_checks_drop_and_floor_division_is_exact_on_integers():
+    x, grid = torch.randn(2, 24), torch.tensor([[3, 8], [4, 5]])
+    m = GridIndex().eval()
+    legal = legalize(m, (x, grid))
+    assert any("runtime checks on the data dropped" in d for d in legal.done), legal.done
+    assert any("floor division" in d for d in legal.done), legal.done
+    assert not _targets(legal) & {aten._assert_async.msg, aten.div.Tensor_mode}, _targets(legal)
+    assert torch.equal(legal.module(x, grid), m(x, grid))       # bound: bit-exact for integers below 2**24
+    a = torch.tensor([-7.0, -6.0, 7.0, 6.0, 0.5, 1e6 + 1, -1e6 - 1])
+    b = torch.tensor([2.0, -4.0, -2.0, 3.0, 0.25, 7.0, 3.0])
+
+    class Div(nn.Module):
+        def forward(self, a, b):
+            return torch.div(a, b, rounding_mode="floor")
+    legal = legalize(Div().eval(), (a, b))
+    assert torch.equal(legal.module(a, b), torch.div(a, b, rounding_mode="floor"))
+
+
+def test_a_checked_grid_index_converts_and_runs_gpu_only(gpu, tmp_path):
+    x, grid = torch.randn(2, 24), torch.tensor([[3, 8], [4, 5]])
+    m = GridIndex().eval()
+    plain = convert_for_gpu(m, (x, grid), tmp_path / "p.tflite", **PLAIN)
+    assert plain.verdict == "CONVERT_FAIL", plain.summary()
+    result = convert_for_gpu(m, (x, grid), tmp_path / "g.tflite", **PASS_ALONE)
+    assert result.ok, result.summary()
