@@ -320,3 +320,39 @@ def test_a_checked_grid_index_converts_and_runs_gpu_only(gpu, tmp_path):
     assert plain.verdict == "CONVERT_FAIL", plain.summary()
     result = convert_for_gpu(m, (x, grid), tmp_path / "g.tflite", **PASS_ALONE)
     assert result.ok, result.summary()
+
+
+class GroupRouting(nn.Module):
+    """DeepSeek-V3's group-limited routing: a top-2 inside each expert group (rank 3), a top-1 over one group, a
+    mask scattered into zeros_like(...) and a masked_fill before the final top-k."""
+
+    def forward(self, scores):
+        t = scores.shape[0]
+        group_scores = scores.view(t, 1, -1).topk(2, dim=-1)[0].sum(dim=-1)          # [t, 1]
+        group_idx = torch.topk(group_scores, k=1, dim=-1, sorted=False)[1]            # one group: index 0
+        group_mask = torch.zeros_like(group_scores)
+        group_mask.scatter_(1, group_idx, 1)
+        score_mask = group_mask.unsqueeze(-1).expand(t, 1, scores.shape[1]).reshape(t, -1)
+        chosen = scores.masked_fill(~score_mask.bool(), 0.0)
+        w, i = torch.topk(chosen, k=2, dim=-1)
+        return w, i
+
+
+def test_routing_topks_and_shape_only_constants_are_bit_exact():
+    scores = torch.randn(12, 4).sigmoid()
+    m = GroupRouting().eval()
+    legal = legalize(m, (scores,))
+    assert any("top-k" in d for d in legal.done), legal.done
+    tops = [n for n in legal.module.graph.nodes if n.target is aten.topk.default]
+    assert all(len(n.args[0].meta["val"].shape) <= 2 for n in tops), [n.args[0].meta["val"].shape for n in tops]
+    for a, b in zip(legal.module(scores), m(scores)):
+        assert torch.equal(a, b)                                # bound: bit-exact (the same rows; a constant mask)
+
+
+def test_group_routing_runs_gpu_only(gpu, tmp_path):
+    scores = torch.randn(12, 4).sigmoid()
+    m = GroupRouting().eval()
+    plain = convert_for_gpu(m, (scores,), tmp_path / "p.tflite", **PLAIN)
+    assert not plain.ok, plain.summary()                        # STABLEHLO_SORT: the interpreter has no kernel
+    result = convert_for_gpu(m, (scores,), tmp_path / "r.tflite", **PASS_ALONE)
+    assert result.ok, result.summary()

@@ -1,12 +1,13 @@
 """Rule: an op the GPU refuses whose inputs are all constants is computed once, at export, and becomes a constant.
 
-Constants are the module's parameters and buffers (get_attr nodes after export), literals, and ops whose inputs
-are all constants. An expand of a buffer (BROADCAST_TO), an embedding lookup or gather with constant indices
-(GATHER / GATHER_ND), an arange, eye or linspace (STABLEHLO_IOTA, which the interpreter does not register), a
-pad of a constant (PAD with no runtime input is refused), a comparison, any bool or integer value computed from
-constants, a product of two constants that is no larger than they are -- each becomes the tensor torch computes
-for it, on the same numbers: bit-exact. Random ops are never constant. A folded value larger than `MAX_ELEMENTS` is
-left as it was (and named), so a fold never bloats the file unboundedly.
+Constants are the module's parameters and buffers (get_attr nodes after export), literals, `zeros_like` and its kin
+(their value is their static shape's), and ops whose inputs are all constants. An expand of a buffer (BROADCAST_TO),
+an embedding lookup or gather with constant indices (GATHER / GATHER_ND), an arange, eye or linspace
+(STABLEHLO_IOTA, which the interpreter does not register), a pad of a constant (PAD with no runtime input is
+refused), a comparison, any bool or integer value computed from constants, a product of two constants that is no
+larger than they are -- each becomes the tensor torch computes for it, on the same numbers: bit-exact. Random ops
+are never constant. A folded value larger than `MAX_ELEMENTS` is left as it was (and named), so a fold never bloats
+the file unboundedly.
 """
 from __future__ import annotations
 
@@ -68,13 +69,32 @@ def _random(node: torch.fx.Node) -> bool:
     return any(k in name for k in ("rand", "bernoulli", "dropout", "normal", "multinomial", "uniform"))
 
 
+# ops whose value is their shape's alone (the graph's shapes are static): zeros_like(x) is constant whatever x holds
+_SHAPE_ONLY = {_aten.zeros_like.default: 0.0, _aten.ones_like.default: 1.0, _aten.full_like.default: None,
+               _aten.new_zeros.default: 0.0, _aten.new_ones.default: 1.0, _aten.new_full.default: None}
+
+
+def _shape_only_value(n: torch.fx.Node):
+    v = n.meta.get("val")
+    fill = _SHAPE_ONLY[n.target]
+    if fill is None:
+        fill = n.args[1] if n.target is _aten.full_like.default else n.args[2]
+    return torch.full(tuple(v.shape), fill, dtype=v.dtype)
+
+
 def constant_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
     const: set[torch.fx.Node] = set()
     for n in graph.nodes:
         if n.op == "get_attr" or (n.op == "call_function" and not _random(n)
-                                   and all(a in const for a in n.all_input_nodes)):
+                                   and (all(a in const for a in n.all_input_nodes) or _shape_only(n))):
             const.add(n)
     return const
+
+
+def _shape_only(n: torch.fx.Node) -> bool:
+    v = n.meta.get("val")
+    return n.target in _SHAPE_ONLY and isinstance(v, torch.Tensor) and shape(n) is not None \
+        and all(not isinstance(a, torch.fx.Node) for a in n.args[1:])
 
 
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
@@ -89,6 +109,8 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
         if n not in memo:
             if n.op == "get_attr":
                 memo[n] = attr_value(gm, n.target)
+            elif _shape_only(n):
+                memo[n] = _shape_only_value(n)
             else:
                 args, kwargs = map_arg(n.args, value), map_arg(n.kwargs, value)
                 with torch.no_grad():

@@ -12,20 +12,20 @@ import torch
 
 from . import (asserts, boolean, broadcast, constant_operand, constants, cumsum, degenerate, einsum, fft, float64,
                floor_div, gather, group_norm, large_weight, masked_assign, matmul, one_hot, pool, rank, returned_fc,
-               same_output, unfold, volume)
+               same_output, topk, unfold, volume)
 from .nodes import shape, source_line
 
-# the rules, in order: asserts (runtime checks, which the converter cannot lower), fft (no other rule reads a
-# complex value), constants (a folded value needs no other rule), float64 (LiteRT has no float64 kernels),
-# floor_div, one_hot and cumsum (runtime ones as float arithmetic and a matmul), einsum (its matmul form is ops the
-# rank rule knows), volume (3-D convs and pools as 2-D ones, their rank-5 views left to the next rule), unfold
-# (windows as a one-hot conv), group_norm (written out: its rank-5 form is then elementwise ops the rank rule
-# knows), then rank (the later rules see rank <= 4 ops), then the runtime forms (bool masks before broadcasts: the
-# mask's float form may add expands), last the operand order and layout of what the others made. Shapes are read
-# again after each rule (new nodes carry none).
-RULES = (asserts, fft, constants, float64, floor_div, one_hot, cumsum, einsum, volume, unfold, group_norm, rank, pool,
-         degenerate, gather, masked_assign, boolean, broadcast, matmul, constant_operand, large_weight, returned_fc,
-         same_output)
+# the rules, in order: asserts (runtime checks, which the converter cannot lower), topk (its index of one element is
+# a constant for the next rules), fft (no other rule reads a complex value), constants (a folded value needs no
+# other rule), float64 (LiteRT has no float64 kernels), floor_div, one_hot and cumsum (runtime ones as float
+# arithmetic and a matmul), einsum (its matmul form is ops the rank rule knows), volume (3-D convs and pools as 2-D
+# ones, their rank-5 views left to the next rule), unfold (windows as a one-hot conv), group_norm (written out: its
+# rank-5 form is then elementwise ops the rank rule knows), then rank (the later rules see rank <= 4 ops), then the
+# runtime forms (bool masks before broadcasts: the mask's float form may add expands), last the operand order and
+# layout of what the others made. Shapes are read again after each rule (new nodes carry none).
+RULES = (asserts, topk, fft, constants, float64, floor_div, one_hot, cumsum, einsum, volume, unfold, group_norm,
+         rank, pool, degenerate, gather, masked_assign, boolean, broadcast, matmul, constant_operand, large_weight,
+         returned_fc, same_output)
 TOLERANCE = 1e-5                 # relative to each output's largest magnitude: fp32 summation order
 
 
