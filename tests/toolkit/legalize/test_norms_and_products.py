@@ -356,3 +356,35 @@ def test_group_routing_runs_gpu_only(gpu, tmp_path):
     assert not plain.ok, plain.summary()                        # STABLEHLO_SORT: the interpreter has no kernel
     result = convert_for_gpu(m, (scores,), tmp_path / "r.tflite", **PASS_ALONE)
     assert result.ok, result.summary()
+
+
+class GlobalContext(nn.Module):
+    """timm's global-context block: features @ softmax-attention as one column, then a 1x1 conv gate."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv_attn, self.fc = nn.Conv2d(8, 1, 1), nn.Conv2d(8, 8, 1)
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        attn = F.softmax(self.conv_attn(x).reshape(b, 1, h * w), dim=-1).unsqueeze(3)
+        context = (x.reshape(b, c, h * w).unsqueeze(1) @ attn).view(b, c, 1, 1)
+        return x * self.fc(context).sigmoid()
+
+
+def test_a_matmul_by_one_runtime_column_is_a_product_and_a_sum():
+    torch.manual_seed(0)
+    m, x = GlobalContext().eval(), torch.randn(2, 8, 4, 4)
+    legal = legalize(m, (x,))
+    assert any("one runtime column" in d for d in legal.done), legal.done
+    assert aten.matmul.default not in _targets(legal)
+    torch.testing.assert_close(legal.module(x), m(x), rtol=0, atol=1e-6)   # bound: fp32 summation order
+
+
+def test_global_context_converts_and_runs_gpu_only(gpu, tmp_path):
+    torch.manual_seed(0)
+    m, x = GlobalContext().eval(), torch.randn(1, 8, 4, 4)
+    plain = convert_for_gpu(m, (x,), tmp_path / "p.tflite", **PLAIN)
+    assert plain.verdict == "CONVERT_FAIL", plain.summary()    # litert-torch 0.10: batch_matmul output rank
+    result = convert_for_gpu(m, (x,), tmp_path / "g.tflite", **PASS_ALONE)
+    assert result.ok, result.summary()

@@ -19,6 +19,11 @@ at batch 1: a [1, 1] @ [1, N] product) is the broadcast product a [..., M, 1] * 
 passes fail on it in that graph ("contracting dimension sizes must match"). One product per output, no sum:
 bit-exact.
 
+A batched matmul of two runtime operands whose right one is a single column (timm's global-context block: the
+[B, 1, C, HW] features @ [B, 1, HW, 1] attention weights) makes litert-torch's passes fail when a 1x1 conv reads
+the result ("'tfl.batch_matmul' op found invalid output rank, expected 3 but got 4"). It is (a * b^T).sum(-1,
+keepdim=True): the same products summed over the same axis -- equal to fp32 rounding.
+
 A matmul whose batch axes broadcast (DeBERTa's `query [B, H, S, d] @ pos_key^T [1, H, d, R]`) gets a BROADCAST_TO
 of the smaller operand from the converter, which the GPU refuses. The axes only the left operand has are moved
 into its rows (an [H, B * S, d] @ [H, d, R] product), or those only the right one has into its columns; the
@@ -119,9 +124,31 @@ def _outer_products(graph: torch.fx.Graph) -> int:
     return done
 
 
+def _column_products(graph: torch.fx.Graph) -> int:
+    """A runtime matmul whose right operand is one runtime column is a product and a sum over the contracted axis:
+    (a * b^T).sum(-1, keepdim=True)."""
+    const = constant_nodes(graph)
+    done = 0
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target not in _MATMUL or not n.users:
+            continue
+        a, b = n.args[:2]
+        da, db = shape(a), shape(b)
+        if da is None or db is None or len(da) < 3 or len(db) < 3 or db[-1] != 1 or da[-1] == 1 or b in const:
+            continue
+        with graph.inserting_before(n):
+            row = graph.call_function(_aten.transpose.int, (b, -1, -2))
+            y = graph.call_function(_aten.sum.dim_IntList,
+                                    (graph.call_function(_aten.mul.Tensor, (a, row)), [-1], True))
+        n.replace_all_uses_with(y)
+        done += 1
+    return done
+
+
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
     outer = _outer_products(graph)
+    column = _column_products(graph)
     attention = _constant_query_attention(gm)
     broadcast = 0
     for n in list(graph.nodes):
@@ -148,6 +175,8 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
         n.replace_all_uses_with(out)
         done += 1
     return ([f"matmul over an axis of size 1 -> a broadcast product x{outer} (bit-exact)"] * bool(outer)
+            + [f"batched matmul by one runtime column -> a product and a sum x{column} (fp32 rounding)"]
+            * bool(column)
             + [f"attention with a constant query -> matmuls and a softmax x{attention} (fp32 rounding)"]
             * bool(attention)
             + [f"matmul whose batch axes broadcast -> folded into rows / columns x{broadcast} (fp32 rounding)"]
