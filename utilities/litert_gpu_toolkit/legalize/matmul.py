@@ -107,42 +107,44 @@ def _constant_query_attention(gm: torch.fx.GraphModule) -> int:
     return done
 
 
-def _outer_products(graph: torch.fx.Graph) -> int:
-    """A matmul that contracts an axis of size 1 is a broadcast product: a [..., M, 1] * b [..., 1, N]."""
+def _each_matmul(graph: torch.fx.Graph, make) -> int:
+    """Every read matmul whose operands' shapes are known, replaced by make(a, b, da, db) where that is not None."""
     done = 0
     for n in list(graph.nodes):
         if n.op != "call_function" or n.target not in _MATMUL or not n.users:
             continue
         a, b = n.args[:2]
         da, db = shape(a), shape(b)
-        if da is None or db is None or len(da) < 2 or len(db) < 2 or da[-1] != 1 or db[-2] != 1:
+        if da is None or db is None:
             continue
         with graph.inserting_before(n):
-            y = graph.call_function(_aten.mul.Tensor, (a, b))
-        n.replace_all_uses_with(y)
-        done += 1
+            y = make(a, b, da, db)
+        if y is not None:
+            n.replace_all_uses_with(y)
+            done += 1
     return done
+
+
+def _outer_products(graph: torch.fx.Graph) -> int:
+    """A matmul that contracts an axis of size 1 is a broadcast product: a [..., M, 1] * b [..., 1, N]."""
+    def make(a, b, da, db):
+        if len(da) >= 2 and len(db) >= 2 and da[-1] == 1 and db[-2] == 1:
+            return graph.call_function(_aten.mul.Tensor, (a, b))
+        return None
+    return _each_matmul(graph, make)
 
 
 def _column_products(graph: torch.fx.Graph) -> int:
     """A runtime matmul whose right operand is one runtime column is a product and a sum over the contracted axis:
     (a * b^T).sum(-1, keepdim=True)."""
     const = constant_nodes(graph)
-    done = 0
-    for n in list(graph.nodes):
-        if n.op != "call_function" or n.target not in _MATMUL or not n.users:
-            continue
-        a, b = n.args[:2]
-        da, db = shape(a), shape(b)
-        if da is None or db is None or len(da) < 3 or len(db) < 3 or db[-1] != 1 or da[-1] == 1 or b in const:
-            continue
-        with graph.inserting_before(n):
-            row = graph.call_function(_aten.transpose.int, (b, -1, -2))
-            y = graph.call_function(_aten.sum.dim_IntList,
-                                    (graph.call_function(_aten.mul.Tensor, (a, row)), [-1], True))
-        n.replace_all_uses_with(y)
-        done += 1
-    return done
+
+    def make(a, b, da, db):
+        if len(da) < 3 or len(db) < 3 or db[-1] != 1 or da[-1] == 1 or b in const:
+            return None
+        row = graph.call_function(_aten.transpose.int, (b, -1, -2))
+        return graph.call_function(_aten.sum.dim_IntList, (graph.call_function(_aten.mul.Tensor, (a, row)), [-1], True))
+    return _each_matmul(graph, make)
 
 
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
