@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from .nodes import shape
+from .nodes import calls, shape
 
 _aten = torch.ops.aten
 
@@ -20,9 +20,7 @@ _aten = torch.ops.aten
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
     done = 0
-    for n in list(graph.nodes):
-        if n.op != "call_function" or n.target is not _aten.group_norm.default or not n.users:
-            continue
+    for n in calls(graph, _aten.group_norm.default):
         x, groups = n.args[0], int(n.args[1])
         weight = n.args[2] if len(n.args) > 2 else n.kwargs.get("weight")
         bias = n.args[3] if len(n.args) > 3 else n.kwargs.get("bias")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from .nodes import dtype, shape
+from .nodes import calls, dtype, shape
 
 _aten = torch.ops.aten
 
@@ -19,9 +19,7 @@ _aten = torch.ops.aten
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
     done = 0
-    for n in list(graph.nodes):
-        if n.op != "call_function" or n.target is not _aten.one_hot.default or not n.users:
-            continue
+    for n in calls(graph, _aten.one_hot.default):
         x = n.args[0]
         classes = int(n.args[1] if len(n.args) > 1 else n.kwargs.get("num_classes", -1))
         if classes <= 0 or shape(x) is None or dtype(n) is None:

@@ -13,7 +13,7 @@ import operator
 
 import torch
 
-from .nodes import shape
+from .nodes import calls, shape
 
 _aten = torch.ops.aten
 
@@ -21,9 +21,7 @@ _aten = torch.ops.aten
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
     done = 0
-    for n in list(graph.nodes):
-        if n.op != "call_function" or n.target is not _aten.topk.default or not n.users:
-            continue
+    for n in calls(graph, _aten.topk.default):
         items = [u for u in n.users if u.op == "call_function" and u.target is operator.getitem]
         x, k = n.args[0], int(n.args[1])
         dims = shape(x)
