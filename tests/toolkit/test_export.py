@@ -256,21 +256,36 @@ def test_minilm_package_folder_matches_the_recipe(tmp_path, gpu):
     assert cosines.min() > 0.9999, cosines
 
 
-def test_generation_graphs_reproduce_the_models_logits_in_torch(tmp_path):
+_DECODERS = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM", dict(head_dim=8)),
+    # multi-head latent attention: the cache holds one latent "head" (kv_lora_rank wide) and the rotary key
+    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM",
+                    dict(num_key_value_heads=4, q_lora_rank=16, kv_lora_rank=8, qk_rope_head_dim=4,
+                         qk_nope_head_dim=4, v_head_dim=8, n_routed_experts=4, num_experts_per_tok=2,
+                         moe_intermediate_size=16, n_shared_experts=1, n_group=1, topk_group=1,
+                         first_k_dense_replace=1)),
+}
+
+
+@pytest.mark.parametrize("family", sorted(_DECODERS))
+def test_generation_graphs_reproduce_the_models_logits_in_torch(tmp_path, family):
     """prefill on a right-padded prompt, then decode steps over a host-held cache (rows written where the
     prompt ended, the mask covering only rows in use) give the logits of Hugging Face's own forward over the
-    whole sequence: the calling convention the two exported graphs follow is right."""
+    whole sequence: the calling convention the two exported graphs follow is right -- for a KV cache and for
+    DeepSeek's latent one, whose rows the decode graph takes in the shapes the model's prefill makes."""
     import torch
     import transformers
 
     from litert_gpu_toolkit.export.tasks import Shapes, build_graphs
 
     torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                   num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64, head_dim=8)
-    transformers.LlamaForCausalLM(cfg).save_pretrained(tmp_path / "llama")
+    config_name, cls_name, extra = _DECODERS[family]
+    cfg = getattr(transformers, config_name)(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                                             num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
+                                             **{"num_key_value_heads": 2, **extra})
+    getattr(transformers, cls_name)(cfg).save_pretrained(tmp_path / family)
     seq, cache_len = 8, 16
-    prefill, decode = build_graphs("text-generation", tmp_path / "llama", Shapes(seq_len=seq, cache_len=cache_len))
+    prefill, decode = build_graphs("text-generation", tmp_path / family, Shapes(seq_len=seq, cache_len=cache_len))
     assert (prefill.name, decode.name) == ("prefill", "decode")
     layers, tokens = 2, torch.tensor([[5, 17, 42, 9, 63]])
     n = tokens.shape[1]
@@ -279,7 +294,12 @@ def test_generation_graphs_reproduce_the_models_logits_in_torch(tmp_path):
     mask = (torch.arange(seq) < n).to(torch.int32)[None]
     with torch.no_grad():
         out = prefill.module(input_ids=ids, attention_mask=mask)
-        cache = {f"{kind}_{i}": torch.zeros(1, 2, cache_len, 8) for i in range(layers) for kind in "kv"}
+        cache = {f"{kind}_{i}": torch.zeros(*out[f"{kind}_{i}"].shape[:2], cache_len, out[f"{kind}_{i}"].shape[-1])
+                 for i in range(layers) for kind in "kv"}
+        # the decode graph is exported with example rows of exactly these shapes (DeepSeek's were [1, kv_heads,
+        # C, head_dim] before, which its latent cache cannot take: the export failed)
+        assert {k: tuple(v.shape) for k, v in cache.items()} == \
+            {k: tuple(v.shape) for k, v in decode.inputs.items() if k in cache}
         for name in cache:
             cache[name][:, :, :n] = out[name][:, :, :n]
         sequence, logits = tokens[0].tolist(), [out["logits"][0, n - 1]]
@@ -296,7 +316,7 @@ def test_generation_graphs_reproduce_the_models_logits_in_torch(tmp_path):
                 cache[f"k_{i}"][:, :, pos] = d[f"k_new_{i}"][:, :, 0]
                 cache[f"v_{i}"][:, :, pos] = d[f"v_new_{i}"][:, :, 0]
             logits.append(d["logits"][0, -1])
-        model = transformers.LlamaForCausalLM.from_pretrained(tmp_path / "llama").eval()
+        model = getattr(transformers, cls_name).from_pretrained(tmp_path / family).eval()
         full = model(input_ids=torch.tensor([sequence])).logits[0]
     for i, got in enumerate(logits):
         torch.testing.assert_close(got, full[n - 1 + i], rtol=1e-4, atol=1e-4)

@@ -3,7 +3,8 @@
 prefill: input_ids, attention_mask [1, S] (a right-padded prompt) -> logits [1, S, vocab] and every layer's
     keys and values for the S positions (k_0, v_0, ...: [1, kv_heads, S, head_dim]).
 decode: one token (input_ids [1, 1]), its position (position_ids [1, 1]), the host's cache of C rows per layer
-    (k_0, v_0, ...: [1, kv_heads, C, head_dim]) and attention_mask [1, C + 1] (1 for every cache row in use,
+    (k_0, v_0, ...: [1, kv_heads, C, head_dim], or whatever rows the model's own cache holds: a latent cache for
+    multi-head latent attention) and attention_mask [1, C + 1] (1 for every cache row in use,
     then 1 for the new token) -> logits [1, 1, vocab] and the new token's keys and values (k_new_0, ...:
     [1, kv_heads, 1, head_dim]), which the host writes into the next free row.
 
@@ -108,9 +109,16 @@ def generation_graphs(model, config, seq_len: int, cache_len: int, seed: int) ->
     dmask[:, -1] = 1
     decode_inputs = {"input_ids": torch.randint(0, vocab, (1, 1), generator=g, dtype=torch.int32),
                      "position_ids": torch.tensor([[used]], dtype=torch.int32), "attention_mask": dmask}
-    for i in range(layers):
-        for kind in "kv":
-            decode_inputs[f"{kind}_{i}"] = torch.randn(1, kv_heads, c, head_dim, generator=g)
-    notes = [f"prefill: {s} tokens; decode: a cache of {c} rows ({layers} layers x {kv_heads} kv heads x "
-             f"{head_dim}); seeded example tokens"]
+    # each layer's cache rows as the model's own prefill makes them: [1, heads, rows, width] per keys and values,
+    # which is the config's kv heads x head_dim for most models and something else for others (DeepSeek's
+    # multi-head latent attention caches one latent "head" of kv_lora_rank, and its rotary key beside it)
+    with torch.no_grad():
+        made = Prefill().eval()(**prefill_inputs)
+    geometry = {name: tuple(made[name].shape) for name in made if name != "logits"}
+    for name, (_, heads, _, width) in geometry.items():
+        decode_inputs[name] = torch.randn(1, heads, c, width, generator=g)
+    kinds = sorted({(h, w) for (_, h, _, w) in geometry.values()})
+    shape = (f"{kv_heads} kv heads x {head_dim}" if kinds == [(kv_heads, head_dim)]
+             else ", ".join(f"{h} x {w}" for h, w in kinds) + " (heads x width, from the model's prefill)")
+    notes = [f"prefill: {s} tokens; decode: a cache of {c} rows ({layers} layers x {shape}); seeded example tokens"]
     return [("prefill", Prefill().eval(), prefill_inputs, notes), ("decode", Decode().eval(), decode_inputs, notes)]
