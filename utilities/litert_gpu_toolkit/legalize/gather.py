@@ -20,6 +20,7 @@ import math
 import torch
 
 from .nodes import attr_value, calls, shape, source_line
+from .one_hot import float_one_hot
 
 _aten = torch.ops.aten
 MAX_RUNS = 32
@@ -255,13 +256,9 @@ def _row_picks(gm: torch.fx.GraphModule) -> int:
                 or idx.meta["val"].is_floating_point()
                 or not torch.equal(batch_idx.reshape(-1).long(), torch.arange(b))):
             continue
-        name = f"_legal_positions_{n.name}"
-        gm.register_buffer(name, torch.arange(s, dtype=torch.float32)[None], persistent=False)
         call = graph.call_function
         with graph.inserting_before(n):
-            at = call(_aten.reshape.default, (call(_aten._to_copy.default, (idx,), {"dtype": torch.float32}), [b, 1]))
-            gap = call(_aten.abs.default, (call(_aten.sub.Tensor, (at, graph.get_attr(name))),))
-            onehot = call(_aten.relu.default, (call(_aten.rsub.Scalar, (gap, 1.0)),))          # [B, S]
+            onehot = float_one_hot(gm, idx, s)                                                   # [B, S]
             y = call(_aten.bmm.default, (call(_aten.reshape.default, (onehot, [b, 1, s])),
                                          call(_aten.reshape.default, (x, [b, s, -1]))))
             y = call(_aten.reshape.default, (y, list(out)))

@@ -16,6 +16,18 @@ from .nodes import calls, dtype, shape
 _aten = torch.ops.aten
 
 
+def float_one_hot(gm: torch.fx.GraphModule, index: torch.fx.Node, classes: int) -> torch.fx.Node:
+    """relu(1 - |index[..., None] - arange(classes)|) in float32, inserted at the graph's insertion point: the one-hot
+    of a runtime integer index (also the gather rule's per-row picks)."""
+    graph, call = gm.graph, gm.graph.call_function
+    name = f"_legal_classes_{classes}"
+    if not hasattr(gm, name):
+        gm.register_buffer(name, torch.arange(classes, dtype=torch.float32), persistent=False)
+    at = call(_aten.unsqueeze.default, (call(_aten._to_copy.default, (index,), {"dtype": torch.float32}), -1))
+    distance = call(_aten.abs.default, (call(_aten.sub.Tensor, (at, graph.get_attr(name))),))
+    return call(_aten.relu.default, (call(_aten.rsub.Scalar, (distance, 1.0)),))
+
+
 def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
     graph = gm.graph
     done = 0
@@ -24,15 +36,8 @@ def apply(gm: torch.fx.GraphModule) -> tuple[list[str], list[str]]:
         classes = int(n.args[1] if len(n.args) > 1 else n.kwargs.get("num_classes", -1))
         if classes <= 0 or shape(x) is None or dtype(n) is None:
             continue                                     # n inferred from the data: export has no size for it
-        name = f"_legal_classes_{classes}"
-        if not hasattr(gm, name):
-            gm.register_buffer(name, torch.arange(classes, dtype=torch.float32), persistent=False)
         with graph.inserting_before(n):
-            call = graph.call_function
-            index = call(_aten.unsqueeze.default, (call(_aten._to_copy.default, (x,), {"dtype": torch.float32}), -1))
-            distance = call(_aten.abs.default, (call(_aten.sub.Tensor, (index, graph.get_attr(name))),))
-            hot = call(_aten.relu.default, (call(_aten.rsub.Scalar, (distance, 1.0)),))
-            y = call(_aten._to_copy.default, (hot,), {"dtype": dtype(n)})
+            y = graph.call_function(_aten._to_copy.default, (float_one_hot(gm, x, classes),), {"dtype": dtype(n)})
         n.replace_all_uses_with(y)
         done += 1
     return [f"one_hot of a runtime index -> relu(1 - |x - arange|) x{done} (exact below 2**24)"] * bool(done), []
