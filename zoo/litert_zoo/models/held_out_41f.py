@@ -32,16 +32,13 @@ from ..weights import ZooModel
 from ._hf import _causal_lm, _hf, _masked
 from .diffusers_models import _diffusers, _rand     # the zoo's builders, unchanged
 from .held_out_41c import _ENC, _LLM
+from .held_out_41e import _tensors
 from .timm_models import _timm
 from .yolo import _yolo
 
 
 def _row(name, build, library, domain="vision"):
     return ZooModel(f"h41f_{name}", domain, build, library=library)
-
-
-def _tensors(**shapes):
-    return lambda: {k: _rand(*v) for k, v in shapes.items()}
 
 
 def _flux_inputs():
